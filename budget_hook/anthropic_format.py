@@ -1,0 +1,207 @@
+"""Convert an Anthropic ``/v1/messages`` request body to the OpenAI chat shape, for counting.
+
+Contract: ``anthropic_to_openai_chat(body)`` returns a new OpenAI-style request dict and never mutates
+``body``. Every piece of text the model sees is carried over, so counting the result with an Anthropic
+``TokenizerProfile`` estimates what Anthropic bills:
+
+* top-level ``system`` (string or text blocks) becomes the first system message;
+* ``text`` blocks become text parts, ``image`` blocks image parts (base64 kept, so real dimensions are
+  read), ``document`` blocks file parts;
+* ``tool_use`` blocks become assistant ``tool_calls`` (input serialised as JSON arguments);
+  ``tool_result`` blocks become ``tool`` messages answering that id; images inside a tool result follow
+  as a user message (what the OpenAI shape allows);
+* ``thinking`` text, ``redacted_thinking`` data and any other block (server tools, search results) are
+  counted as their text / JSON: nothing is free;
+* ``tools`` become function tools (``input_schema`` -> ``parameters``), ``tool_choice`` is mapped.
+
+The conversion is for counting only: the request forwarded to Anthropic keeps its native shape.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Mapping
+
+from .counting import canonical_json
+from .errors import MalformedRequestError
+
+
+def anthropic_to_openai_chat(body: Mapping[str, Any]) -> dict[str, Any]:
+    if not isinstance(body, Mapping):
+        raise MalformedRequestError("request", f"expected a JSON object, got {type(body).__name__}")
+    messages: list[dict[str, Any]] = []
+    system = body.get("system")
+    if system:
+        messages.append({"role": "system", "content": _blocks_to_text(system, "system")})
+    raw_messages = body.get("messages")
+    if not isinstance(raw_messages, list):
+        raise MalformedRequestError("messages", "missing or not a list")
+    current_turn = _current_turn_start(raw_messages)
+    for index, message in enumerate(raw_messages):
+        messages.extend(_convert_message(message, f"messages[{index}]", keep_thinking=index >= current_turn))
+    result: dict[str, Any] = {"model": body.get("model"), "messages": messages}
+    tools = body.get("tools")
+    if isinstance(tools, list) and tools:
+        result["tools"] = [_convert_tool(tool) for tool in tools if isinstance(tool, Mapping)]
+        choice = body.get("tool_choice")
+        if isinstance(choice, Mapping):
+            kind = choice.get("type")
+            if kind == "tool" and isinstance(choice.get("name"), str):
+                result["tool_choice"] = {"type": "function", "function": {"name": choice["name"]}}
+            elif kind == "any":
+                result["tool_choice"] = "required"
+            elif kind == "none":
+                result["tool_choice"] = "none"
+    output_format = body.get("output_format")
+    output_config = body.get("output_config")
+    if isinstance(output_config, Mapping) and isinstance(output_config.get("format"), Mapping):
+        output_format = output_config["format"]
+    if isinstance(output_format, Mapping) and output_format.get("type") == "json_schema":
+        result["response_format"] = {"type": "json_schema", "json_schema": {"schema": output_format.get("schema")}}
+    if isinstance(body.get("thinking"), Mapping):
+        result["thinking"] = dict(body["thinking"])
+    if isinstance(output_config, Mapping):
+        result["output_config"] = dict(output_config)
+    if body.get("max_tokens") is not None:
+        result["max_tokens"] = body["max_tokens"]
+    return result
+
+
+def _blocks_to_text(value: Any, where: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        texts = []
+        for block in value:
+            if isinstance(block, Mapping) and isinstance(block.get("text"), str):
+                texts.append(block["text"])
+            else:
+                texts.append(canonical_json(block))
+        return "\n".join(texts)
+    raise MalformedRequestError(where, f"expected a string or a list of blocks, got {type(value).__name__}")
+
+
+def _current_turn_start(messages: list) -> int:
+    """Index of the last user message that is not only tool results (where the current turn starts).
+
+    Anthropic strips thinking blocks of earlier turns from the context and does not bill them; only the
+    current turn's thinking (a tool-use loop in progress) counts.
+    """
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if not isinstance(message, Mapping) or message.get("role") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str) or not isinstance(content, list):
+            return index
+        if any(not (isinstance(b, Mapping) and b.get("type") == "tool_result") for b in content):
+            return index
+    return 0
+
+
+def _convert_message(message: Any, where: str, *, keep_thinking: bool = True) -> list[dict[str, Any]]:
+    if not isinstance(message, Mapping):
+        raise MalformedRequestError(where, "expected an object")
+    role = message.get("role")
+    if role not in ("user", "assistant", "system"):
+        raise MalformedRequestError(f"{where}.role", f"expected 'user' or 'assistant', got {role!r}")
+    content = message.get("content")
+    if isinstance(content, str):
+        return [{"role": role, "content": content}]
+    if not isinstance(content, list):
+        raise MalformedRequestError(f"{where}.content", "expected a string or a list of content blocks")
+    parts: list[dict[str, Any]] = []
+    tool_calls: list[dict[str, Any]] = []
+    tool_messages: list[dict[str, Any]] = []
+    trailing_images: list[dict[str, Any]] = []
+    for block_index, block in enumerate(content):
+        block_where = f"{where}.content[{block_index}]"
+        if not isinstance(block, Mapping):
+            raise MalformedRequestError(block_where, "expected a content block object")
+        kind = block.get("type")
+        if kind == "text":
+            parts.append({"type": "text", "text": str(block.get("text", ""))})
+        elif kind == "image":
+            parts.append(_image_part(block))
+        elif kind == "document":
+            parts.append(_document_part(block))
+        elif kind == "tool_use":
+            arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
+            tool_calls.append(
+                {
+                    "id": str(block.get("id", "")),
+                    "type": "function",
+                    "function": {"name": str(block.get("name", "")), "arguments": arguments},
+                }
+            )
+        elif kind == "tool_result":
+            text, images = _tool_result_content(block.get("content"), block_where)
+            tool_messages.append({"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")), "content": text})
+            trailing_images.extend(images)
+        elif kind in ("thinking", "redacted_thinking") and not keep_thinking:
+            continue
+        elif kind == "thinking":
+            parts.append({"type": "text", "text": str(block.get("thinking", "")) + str(block.get("signature", ""))})
+        elif kind == "redacted_thinking":
+            parts.append({"type": "text", "text": str(block.get("data", ""))})
+        else:
+            parts.append({"type": "text", "text": canonical_json(block)})
+    converted: list[dict[str, Any]] = list(tool_messages)
+    if trailing_images:
+        converted.append({"role": "user", "content": trailing_images})
+    if parts or tool_calls or not converted:
+        out: dict[str, Any] = {"role": role, "content": parts or None}
+        if tool_calls:
+            out["tool_calls"] = tool_calls
+        converted.append(out)
+    return converted
+
+
+def _tool_result_content(content: Any, where: str) -> tuple[str, list[dict[str, Any]]]:
+    if content is None:
+        return "", []
+    if isinstance(content, str):
+        return content, []
+    if not isinstance(content, list):
+        raise MalformedRequestError(f"{where}.content", "expected a string or a list of blocks")
+    texts, images = [], []
+    for block in content:
+        if isinstance(block, Mapping) and block.get("type") == "image":
+            images.append(_image_part(block))
+        elif isinstance(block, Mapping) and block.get("type") == "document":
+            images.append(_document_part(block))
+        elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        else:
+            texts.append(canonical_json(block))
+    return "\n".join(texts), images
+
+
+def _image_part(block: Mapping[str, Any]) -> dict[str, Any]:
+    source = block.get("source") if isinstance(block.get("source"), Mapping) else {}
+    if source.get("type") == "base64":
+        url = f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
+    else:
+        url = str(source.get("url", ""))
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _document_part(block: Mapping[str, Any]) -> dict[str, Any]:
+    source = block.get("source") if isinstance(block.get("source"), Mapping) else {}
+    if source.get("type") == "base64":
+        data = f"data:{source.get('media_type', 'application/pdf')};base64,{source.get('data', '')}"
+        return {"type": "file", "file": {"file_data": data}}
+    if source.get("type") == "text":
+        # The document's framing (title, media type) reaches the prompt too: count the whole block.
+        return {"type": "text", "text": canonical_json(block)}
+    return {"type": "file", "file": {"file_id": canonical_json(source)}}
+
+
+def _convert_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
+    if "input_schema" in tool or tool.get("type") in (None, "custom"):
+        function = {"name": str(tool.get("name", "")), "parameters": tool.get("input_schema") or {}}
+        if tool.get("description"):
+            function["description"] = str(tool["description"])
+        return {"type": "function", "function": function}
+    # Server tools (web_search_20250305, bash_20250124, ...): the model sees their definition.
+    return {"type": "function", "function": {"name": str(tool.get("name", tool.get("type", ""))), "description": canonical_json(tool)}}

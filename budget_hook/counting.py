@@ -1,0 +1,455 @@
+"""Count the tokens of an OpenAI chat request the way the provider bills them.
+
+Contract:
+
+* ``TokenCounter.for_model(model, base_model=None)`` picks the profile (``models.resolve_tokenizer``) and
+  loads its encoding offline. ``count_request(body)`` returns a frozen ``RequestCount`` whose ``total`` is
+  ``overhead_tokens + tools_tokens + sum(per_message)``. Each message is tokenized exactly once; the
+  trimmer reuses ``per_message`` and re-counts only messages it rewrites, so a trimmed request's total
+  equals a fresh count of it.
+* OpenAI models are counted exactly: the cookbook chat format (3 tokens per message, +1 per ``name``,
+  3 to prime the reply; the 0301 snapshot's 4/-1), tools and legacy ``functions`` rendered the way
+  OpenAI renders them into the prompt (a TypeScript-like ``namespace functions``), ``tool_choice`` /
+  ``function_call``, assistant ``tool_calls``, JSON-schema response formats, and images by OpenAI's
+  tile or patch formula.
+* Other families are estimated: text tokens times the profile's safety factor, plus the family's
+  framing constants (see ``models.TokenizerProfile``).
+* Text is tokenized with ``encode_ordinary``: user text such as ``<|endoftext|>`` is just text.
+* Structural problems raise ``MalformedRequestError`` naming the field; odd but harmless content (an
+  unknown part type, a text part without text) is counted conservatively as its JSON, never ignored.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+from . import images
+from .encodings import get_encoding
+from .errors import MalformedRequestError
+from .models import TokenizerProfile, resolve_tokenizer
+
+CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_IMAGE_DETAILS = frozenset({"auto", "low", "high"})
+_DIGIT_RUNS = re.compile(r"\d{2,}")
+_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
+
+#: Audio and file estimates (documented in the README; conservative on purpose).
+AUDIO_BYTES_PER_TOKEN = 400  # ~10 tokens/s even for 32 kbit/s compressed audio
+AUDIO_MIN_TOKENS = 100
+FILE_TOKENS_PER_PDF_PAGE = 3_000  # Anthropic's guide: 1.5-3k text tokens per page plus the page image
+FILE_BYTES_PER_TOKEN = 50
+FILE_MIN_TOKENS = 3_000
+FILE_REFERENCE_TOKENS = 10_000  # a file_id or URL whose content we cannot see
+
+
+def canonical_json(value: Any) -> str:
+    """Deterministic JSON used for hashing and for counting unknown structures."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+
+
+@dataclass(frozen=True)
+class RequestCount:
+    """Token count of one request, split so that the trimmer can reuse it."""
+
+    model: str
+    encoding: str
+    method: str
+    per_message: tuple[int, ...]
+    tools_tokens: int
+    overhead_tokens: int
+
+    @property
+    def total(self) -> int:
+        return self.overhead_tokens + self.tools_tokens + sum(self.per_message)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "encoding": self.encoding,
+            "method": self.method,
+            "tokens": self.total,
+            "tools_tokens": self.tools_tokens,
+            "overhead_tokens": self.overhead_tokens,
+            "per_message": list(self.per_message),
+        }
+
+
+class TokenCounter:
+    """Counts chat requests for one model profile. Thread-safe (encodings are immutable)."""
+
+    def __init__(self, profile: TokenizerProfile, *, model: str = "") -> None:
+        self.profile = profile
+        self.model = model
+        self.encoding = get_encoding(profile.encoding_name)
+
+    @classmethod
+    def for_model(cls, model: str, *, base_model: str | None = None) -> "TokenCounter":
+        return cls(resolve_tokenizer(model, base_model=base_model), model=model)
+
+    # --- building blocks ---------------------------------------------------------------------------
+
+    def count_text(self, text: str) -> int:
+        """Raw tokens of ``text`` in this profile's encoding (no factor)."""
+        if not text:
+            return 0
+        tokens = len(self.encoding.encode_ordinary(text))
+        if self.profile.digits_as_tokens:
+            # o200k packs up to 3 digits in a token; a digit-by-digit tokenizer spends one per digit.
+            tokens += sum(len(run) - -(-len(run) // 3) for run in _DIGIT_RUNS.findall(text))
+        return tokens
+
+    def _scaled(self, raw: int) -> int:
+        if self.profile.exact:
+            return raw
+        return math.ceil(raw * self.profile.safety_factor)
+
+    # --- requests ----------------------------------------------------------------------------------
+
+    def count_request(self, request: Mapping[str, Any]) -> RequestCount:
+        """Count a whole chat request body (``messages``, ``tools``/``functions``, ``tool_choice``...)."""
+        if not isinstance(request, Mapping):
+            raise MalformedRequestError("request", f"expected a JSON object, got {type(request).__name__}")
+        messages = request.get("messages")
+        validate_messages(messages)
+        functions = tool_functions(request)
+        per_message = self.count_messages(messages, has_tools=bool(functions))
+        tools_tokens = self.count_tools(request)
+        overhead = self.profile.reply_priming + self._choice_tokens(request) + self._response_format_tokens(request)
+        if _thinking_enabled(request):
+            overhead += self.profile.thinking_overhead
+        if functions and any(_role(m) == "system" for m in messages):
+            # OpenAI reuses the first system message for the tool preamble (measured: 4 tokens fewer).
+            overhead -= 4
+        return RequestCount(
+            model=self.model,
+            encoding=self.profile.encoding_name,
+            method=self.profile.method,
+            per_message=per_message,
+            tools_tokens=tools_tokens,
+            overhead_tokens=overhead,
+        )
+
+    def count_messages(self, messages: Sequence[Mapping[str, Any]], *, has_tools: bool) -> tuple[int, ...]:
+        counts = []
+        padded = False
+        for index, message in enumerate(messages):
+            pad = has_tools and not padded and _role(message) == "system"
+            padded = padded or pad
+            counts.append(self.count_message(message, index=index, pad_system=pad))
+        return tuple(counts)
+
+    def count_message(self, message: Mapping[str, Any], *, index: int = 0, pad_system: bool = False) -> int:
+        """Tokens of one message in the chat format, including its per-message overhead.
+
+        Text (role, content, names, call arguments) is scaled by the profile's safety factor; framing
+        constants and media (priced by the provider's own formula) are not.
+        """
+        where = f"messages[{index}]"
+        validate_message(message, index)
+        profile = self.profile
+        role = message["role"]
+        framing = profile.tokens_per_message
+        text = self.count_text(role)
+        media = 0
+        content = message.get("content")
+        if isinstance(content, str):
+            # With tools present OpenAI appends a newline to the first system message (measured).
+            text += self.count_text(content + "\n" if pad_system else content)
+        elif isinstance(content, list):
+            for part_index, part in enumerate(content):
+                part_text, part_media = self._count_part(part, f"{where}.content[{part_index}]")
+                text += part_text
+                media += part_media
+            framing += 1 if pad_system else 0
+        name = message.get("name")
+        if isinstance(name, str) and name:
+            text += self.count_text(name)
+            framing += profile.tokens_per_name
+        function_call = message.get("function_call")
+        if isinstance(function_call, Mapping):
+            framing += 3
+            text += self._count_call(function_call)
+        tool_calls = message.get("tool_calls")
+        if isinstance(tool_calls, list):
+            if len(tool_calls) > 1:
+                framing += profile.tokens_per_parallel_calls
+            for call_index, call in enumerate(tool_calls):
+                if not isinstance(call, Mapping):
+                    raise MalformedRequestError(f"{where}.tool_calls[{call_index}]", "expected an object")
+                function = call.get("function")
+                framing += profile.tokens_per_tool_call
+                text += self._count_call(function) if isinstance(function, Mapping) else self.count_text(canonical_json(call))
+        if role == "function":
+            framing -= 2  # legacy function results carry less framing (measured against the API)
+        refusal = message.get("refusal")
+        if isinstance(refusal, str):
+            text += self.count_text(refusal)
+        return max(1, framing + self._scaled(text) + media)
+
+    def _count_call(self, function: Mapping[str, Any]) -> int:
+        tokens = 0
+        for key in ("name", "arguments"):
+            value = function.get(key)
+            if isinstance(value, str):
+                tokens += self.count_text(value)
+            elif value is not None:
+                tokens += self.count_text(canonical_json(value))
+        return tokens
+
+    def _count_part(self, part: Any, where: str) -> tuple[int, int]:
+        """(text tokens, media tokens) of one content part."""
+        if isinstance(part, str):
+            return self.count_text(part), 0
+        if not isinstance(part, Mapping):
+            raise MalformedRequestError(where, f"a content part must be an object, got {type(part).__name__}")
+        kind = part.get("type")
+        if kind in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
+            return self.count_text(part["text"]), 0
+        if kind == "refusal" and isinstance(part.get("refusal"), str):
+            return self.count_text(part["refusal"]), 0
+        if kind in ("image_url", "input_image") and "image_url" in part:
+            return 0, self.image_tokens(part["image_url"], where=f"{where}.image_url")
+        if kind == "input_audio" and isinstance(part.get("input_audio"), Mapping):
+            return 0, audio_tokens(part["input_audio"].get("data"))
+        if kind == "file" and isinstance(part.get("file"), Mapping):
+            return 0, file_tokens(part["file"])
+        # Unknown or malformed part: count everything it carries, so nothing is free.
+        return self.count_text(canonical_json(part)), 0
+
+    def image_tokens(self, image: Any, *, where: str = "image_url") -> int:
+        """Tokens of one ``image_url`` value (a string URL or ``{"url", "detail"}``)."""
+        if isinstance(image, str):
+            url, detail = image, "auto"
+        elif isinstance(image, Mapping):
+            url, detail = image.get("url"), image.get("detail") or "auto"
+            if detail not in _IMAGE_DETAILS:
+                raise MalformedRequestError(f"{where}.detail", f"invalid detail value {detail!r} (auto, low, high)")
+        else:
+            raise MalformedRequestError(where, f"expected a URL string or an object, got {type(image).__name__}")
+        if not isinstance(url, str):
+            raise MalformedRequestError(f"{where}.url", "missing or not a string")
+        profile = self.profile
+        size = images.image_dimensions(url)
+        if profile.image_formula == "anthropic":
+            return images.anthropic_image_tokens(*size) if size else images.anthropic_image_tokens_worst_case()
+        if profile.image_formula == "openai_patches":
+            multiplier = profile.image_patch_multiplier
+            if size is None:
+                return images.openai_patch_tokens_worst_case(multiplier=multiplier)
+            return images.openai_patch_tokens(*size, multiplier=multiplier)
+        base, tile = profile.image_base_tokens, profile.image_tile_tokens
+        if detail == "low":
+            return base
+        if size is None:
+            return images.openai_tile_tokens_worst_case(base=base, per_tile=tile)
+        return images.openai_tile_tokens(*size, base=base, per_tile=tile)
+
+    # --- tools and other request-level parts -------------------------------------------------------
+
+    def count_tools(self, request: Mapping[str, Any]) -> int:
+        """Tokens of the tool definitions as rendered into the prompt (0 without tools)."""
+        functions = tool_functions(request)
+        if not functions:
+            return 0
+        if self.profile.tools_rendering == "json":
+            raw = sum(self.count_text(canonical_json(f)) for f in functions)
+        else:
+            raw = self.count_text(render_functions(functions)) + 9
+        return self._scaled(raw) + self.profile.tools_request_overhead
+
+    def _response_format_tokens(self, request: Mapping[str, Any]) -> int:
+        """A JSON-schema response format is rendered into the prompt; count its schema."""
+        response_format = request.get("response_format")
+        if not isinstance(response_format, Mapping) or response_format.get("type") != "json_schema":
+            return 0
+        schema_tokens = self._scaled(self.count_text(canonical_json(response_format.get("json_schema"))))
+        return schema_tokens + self.profile.structured_output_overhead
+
+    def _choice_tokens(self, request: Mapping[str, Any]) -> int:
+        forced = self.profile.forced_tool_choice_overhead
+        if request.get("tools"):
+            choice = request.get("tool_choice")
+            if isinstance(choice, Mapping):
+                function = choice.get("function")
+                name = function.get("name") if isinstance(function, Mapping) else None
+                return forced + (7 + self.count_text(name) if isinstance(name, str) else 1)
+            if choice == "required":
+                return forced + 1
+            return 1 if choice == "none" else 0
+        if request.get("functions"):
+            choice = request.get("function_call")
+            if isinstance(choice, Mapping) and isinstance(choice.get("name"), str):
+                return 4 + self.count_text(choice["name"])
+            return 1 if choice == "none" else 0
+        return 0
+
+
+def _thinking_enabled(request: Mapping[str, Any]) -> bool:
+    """Extended thinking, an effort level or a task budget (Anthropic fields) add a hidden prompt."""
+    thinking = request.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"):
+        return True
+    output_config = request.get("output_config")
+    return isinstance(output_config, Mapping) and bool({"effort", "task_budget"} & set(output_config))
+
+
+# --- validation -----------------------------------------------------------------------------------------
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, Mapping) else None
+
+
+def validate_messages(messages: Any) -> None:
+    if messages is None:
+        raise MalformedRequestError("messages", "missing")
+    if not isinstance(messages, list):
+        raise MalformedRequestError("messages", f"expected a list of messages, got {type(messages).__name__}")
+
+
+def validate_message(message: Any, index: int) -> None:
+    where = f"messages[{index}]"
+    if not isinstance(message, Mapping):
+        raise MalformedRequestError(where, f"expected an object, got {type(message).__name__}")
+    role = message.get("role")
+    if not isinstance(role, str):
+        raise MalformedRequestError(f"{where}.role", "missing or not a string")
+    if role not in CHAT_ROLES:
+        raise MalformedRequestError(
+            f"{where}.role", f"unknown role {role!r} (expected one of {', '.join(sorted(CHAT_ROLES))})"
+        )
+    content = message.get("content")
+    if content is not None and not isinstance(content, (str, list)):
+        raise MalformedRequestError(
+            f"{where}.content", f"expected a string, a list of parts or null, got {type(content).__name__}"
+        )
+    tool_calls = message.get("tool_calls")
+    if tool_calls is not None and not isinstance(tool_calls, list):
+        raise MalformedRequestError(f"{where}.tool_calls", f"expected a list, got {type(tool_calls).__name__}")
+
+
+# --- tool rendering -------------------------------------------------------------------------------------
+
+
+def tool_functions(request: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The function definitions of ``tools`` (type function) or legacy ``functions``."""
+    found: list[Mapping[str, Any]] = []
+    tools = request.get("tools")
+    if isinstance(tools, list):
+        for index, tool in enumerate(tools):
+            if not isinstance(tool, Mapping):
+                raise MalformedRequestError(f"tools[{index}]", "expected an object")
+            function = tool.get("function")
+            if isinstance(function, Mapping):
+                found.append(function)
+            else:  # a non-function tool (web search, MCP, ...): its JSON is what reaches the prompt
+                found.append({"name": str(tool.get("type", "tool")), "description": canonical_json(tool)})
+    elif tools is not None:
+        raise MalformedRequestError("tools", f"expected a list, got {type(tools).__name__}")
+    functions = request.get("functions")
+    if isinstance(functions, list):
+        found.extend(f for f in functions if isinstance(f, Mapping))
+    return found
+
+
+def render_functions(functions: Iterable[Mapping[str, Any]]) -> str:
+    """Render function schemas the way OpenAI puts them in the prompt (TypeScript-like namespace).
+
+    Reproduces the OpenAI API's billed counts for the cookbook and hmarr/openai-chat-tokens cases.
+    Properties nested two levels deep lose their descriptions, as the API does.
+    """
+    lines = ["namespace functions {", ""]
+    for function in functions:
+        description = function.get("description")
+        if isinstance(description, str) and description:
+            lines.append(f"// {description}")
+        parameters = function.get("parameters")
+        name = function.get("name", "")
+        if isinstance(parameters, Mapping) and parameters.get("properties"):
+            lines.append(f"type {name} = (_: {{")
+            lines.append(_render_properties(parameters, 0))
+            lines.append("}) => any;")
+        else:
+            lines.append(f"type {name} = () => any;")
+        lines.append("")
+    lines.append("} // namespace functions")
+    return "\n".join(lines)
+
+
+def _render_properties(schema: Mapping[str, Any], indent: int) -> str:
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return ""
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    lines = []
+    for name, prop in properties.items():
+        if not isinstance(prop, Mapping):
+            prop = {}
+        description = prop.get("description")
+        if isinstance(description, str) and description and indent < 2:
+            lines.append(f"// {description}")
+        optional = "" if name in required else "?"
+        lines.append(f"{name}{optional}: {_render_type(prop, indent)},")
+    return "\n".join(" " * indent + line for line in lines)
+
+
+def _render_type(prop: Mapping[str, Any], indent: int) -> str:
+    variants = prop.get("anyOf") or prop.get("oneOf")
+    if isinstance(variants, list) and variants:
+        return " | ".join(_render_type(v if isinstance(v, Mapping) else {}, indent) for v in variants)
+    if "const" in prop:
+        return json.dumps(prop["const"], ensure_ascii=False)
+    kind = prop.get("type")
+    enum = prop.get("enum")
+    if isinstance(kind, list):  # ["string", "null"]
+        return " | ".join(_render_type({**prop, "type": k}, indent) for k in kind)
+    if kind == "string":
+        return " | ".join(f'"{v}"' for v in enum) if isinstance(enum, list) else "string"
+    if kind in ("number", "integer"):
+        return " | ".join(str(v) for v in enum) if isinstance(enum, list) else "number"
+    if kind in ("boolean", "null"):
+        return kind
+    if kind == "object":
+        return "\n".join(["{", _render_properties(prop, indent + 2), "}"])
+    if kind == "array":
+        items = prop.get("items")
+        return f"{_render_type(items, indent)}[]" if isinstance(items, Mapping) else "any[]"
+    return "any"
+
+
+# --- audio and files ------------------------------------------------------------------------------------
+
+
+def _base64_size(data: Any) -> int:
+    if not isinstance(data, str):
+        return 0
+    payload = data.partition(",")[2] if data.startswith("data:") else data
+    return len(payload) * 3 // 4
+
+
+def audio_tokens(data: Any) -> int:
+    """Conservative estimate for an ``input_audio`` part from its encoded size."""
+    return max(AUDIO_MIN_TOKENS, math.ceil(_base64_size(data) / AUDIO_BYTES_PER_TOKEN))
+
+
+def file_tokens(file: Mapping[str, Any]) -> int:
+    """Conservative estimate for a ``file`` part: PDF pages when countable, else by size."""
+    data = file.get("file_data")
+    if not isinstance(data, str):
+        return FILE_REFERENCE_TOKENS
+    pages = pdf_page_count(data)
+    if pages:
+        return max(FILE_MIN_TOKENS, pages * FILE_TOKENS_PER_PDF_PAGE)
+    return max(FILE_MIN_TOKENS, math.ceil(_base64_size(data) / FILE_BYTES_PER_TOKEN))
+
+
+def pdf_page_count(data: str) -> int | None:
+    """Pages of a base64 PDF, counted from its page objects; None if not a PDF or not countable."""
+    raw = images.decode_data_url(data)
+    if not raw or not raw.startswith(b"%PDF"):
+        return None
+    return len(_PDF_PAGE.findall(raw)) or None

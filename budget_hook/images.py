@@ -1,0 +1,146 @@
+"""Image sizes from base64 headers, and what providers charge for an image.
+
+Contract: nothing here decodes an image or touches the network. ``image_dimensions`` reads width and
+height from the first bytes of a PNG, JPEG, GIF or WebP given as a ``data:`` URL (or bare base64) and
+returns ``None`` when it cannot tell. The pricing functions then apply the provider's published
+formula, or a documented conservative default when the size is unknown (a URL we may not fetch).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import math
+import struct
+
+#: Bytes of a JPEG we are prepared to scan for its size marker (EXIF blocks can push it back ~64 KiB).
+_JPEG_SCAN_LIMIT = 1 << 20
+
+
+def decode_data_url(url: str, *, max_bytes: int | None = None) -> bytes | None:
+    """The leading bytes of a base64 ``data:`` URL (or bare base64), or None if it is not base64."""
+    payload = url
+    if url.startswith("data:"):
+        header, sep, payload = url.partition(",")
+        if not sep or ";base64" not in header:
+            return None
+    if max_bytes is not None:
+        payload = payload[: (max_bytes // 3 + 1) * 4]
+    payload = payload.strip()
+    payload = payload[: len(payload) - len(payload) % 4]
+    try:
+        return base64.b64decode(payload, validate=False)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def image_dimensions(url: str) -> tuple[int, int] | None:
+    """(width, height) of a base64 image, read from its header; None when unknown."""
+    if not url.startswith("data:") and "://" in url[:16]:
+        return None  # a remote URL: no network at run time
+    head = decode_data_url(url, max_bytes=64 * 1024)
+    if not head:
+        return None
+    size = _dimensions_from_header(head)
+    if size is None and head[:2] == b"\xff\xd8":
+        full = decode_data_url(url, max_bytes=_JPEG_SCAN_LIMIT)
+        size = _jpeg_size(full) if full else None
+    return size
+
+
+def _dimensions_from_header(data: bytes) -> tuple[int, int] | None:
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+        width, height = struct.unpack(">II", data[16:24])
+        return width, height
+    if data[:6] in (b"GIF87a", b"GIF89a") and len(data) >= 10:
+        width, height = struct.unpack("<HH", data[6:10])
+        return width, height
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP" and len(data) >= 30:
+        chunk = data[12:16]
+        if chunk == b"VP8X":
+            width = 1 + int.from_bytes(data[24:27], "little")
+            height = 1 + int.from_bytes(data[27:30], "little")
+            return width, height
+        if chunk == b"VP8 ":
+            width, height = struct.unpack("<HH", data[26:30])
+            return width & 0x3FFF, height & 0x3FFF
+        if chunk == b"VP8L" and len(data) >= 25:
+            bits = int.from_bytes(data[21:25], "little")
+            return (bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1
+    if data[:2] == b"\xff\xd8":
+        return _jpeg_size(data)
+    return None
+
+
+def _jpeg_size(data: bytes) -> tuple[int, int] | None:
+    index = 2
+    while index + 9 < len(data):
+        if data[index] != 0xFF:
+            index += 1
+            continue
+        marker = data[index + 1]
+        if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7 or marker == 0xFF:
+            index += 1 if marker == 0xFF else 2
+            continue
+        (length,) = struct.unpack(">H", data[index + 2 : index + 4])
+        # SOF0..SOF15 carry the size, except DHT (C4), JPG (C8) and DAC (CC).
+        if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+            height, width = struct.unpack(">HH", data[index + 5 : index + 9])
+            return width, height
+        index += 2 + length
+    return None
+
+
+# --- provider formulas ------------------------------------------------------------------------------
+
+
+def openai_tile_tokens(width: int, height: int, *, base: int = 85, per_tile: int = 170) -> int:
+    """OpenAI high-detail images: fit in 2048x2048, shortest side to 768, then base + per 512-px tile."""
+    width, height = max(width, 1), max(height, 1)
+    if max(width, height) > 2048:
+        scale = 2048 / max(width, height)
+        width, height = width * scale, height * scale
+    if min(width, height) > 768:
+        scale = 768 / min(width, height)
+        width, height = width * scale, height * scale
+    tiles = math.ceil(width / 512) * math.ceil(height / 512)
+    return base + per_tile * tiles
+
+
+def openai_tile_tokens_worst_case(*, base: int = 85, per_tile: int = 170) -> int:
+    """The most any image can cost under the tile formula (768x2048 after scaling: 8 tiles)."""
+    return base + per_tile * 8
+
+
+def openai_patch_tokens(width: int, height: int, *, multiplier: float) -> int:
+    """OpenAI patch-priced models (gpt-4.1-mini, o4-mini, ...): 32-px patches, capped at 1536, x multiplier."""
+    width, height = max(width, 1), max(height, 1)
+    patches = math.ceil(width / 32) * math.ceil(height / 32)
+    if patches > 1536:
+        shrink = math.sqrt(1536 * 32 * 32 / (width * height))
+        width_scaled, height_scaled = width * shrink, height * shrink
+        shrink *= min(
+            math.floor(width_scaled / 32) / (width_scaled / 32), math.floor(height_scaled / 32) / (height_scaled / 32)
+        )
+        patches = min(1536, math.ceil(width * shrink / 32) * math.ceil(height * shrink / 32))
+    return math.ceil(patches * multiplier)
+
+
+def openai_patch_tokens_worst_case(*, multiplier: float) -> int:
+    return math.ceil(1536 * multiplier)
+
+
+#: Anthropic resizes so the long edge is at most 1568 px and the image at most ~1.15 megapixels.
+_ANTHROPIC_MAX_EDGE = 1568
+_ANTHROPIC_MAX_PIXELS = 1_150_000
+
+
+def anthropic_image_tokens(width: int, height: int) -> int:
+    """Anthropic: about width*height/750 after its resize rule (Claude vision docs)."""
+    width, height = max(width, 1), max(height, 1)
+    scale = min(1.0, _ANTHROPIC_MAX_EDGE / max(width, height), math.sqrt(_ANTHROPIC_MAX_PIXELS / (width * height)))
+    return max(1, math.ceil(width * scale * height * scale / 750))
+
+
+def anthropic_image_tokens_worst_case() -> int:
+    return math.ceil(_ANTHROPIC_MAX_PIXELS / 750)

@@ -1,0 +1,150 @@
+"""Which tokenizer, overheads and safety factor to count a model with.
+
+Contract: ``resolve_tokenizer(model, base_model=None)`` never raises. It maps any model name an operator
+writes (``gpt-4o``, ``openai/gpt-4o``, ``azure/my-deployment`` with ``base_model="gpt-4o"``,
+``anthropic/claude-sonnet-4-5``, ``bedrock/anthropic.claude-3-haiku``, ``gemini/gemini-2.5-pro``,
+``ollama/llama3``, anything unknown) to a ``TokenizerProfile``:
+
+* OpenAI chat models are counted **exactly** with their own encoding (o200k_base for gpt-4o, 4.1, 4.5, 5,
+  o-series; cl100k_base for gpt-4 and gpt-3.5) and the chat-format overheads OpenAI bills.
+* Every other family has no offline tokenizer, so it is *estimated*: an OpenAI encoding times a
+  per-family ``safety_factor`` (plus, for Anthropic, the hidden tool-use system prompt). The factors
+  are measured where real provider counts exist (see README, "Counting accuracy") and deliberately
+  conservative where they do not.
+
+A provider prefix never changes the encoding (litellm's ``token_counter`` falls back to cl100k for
+``openai/gpt-4o``; we strip the prefix first).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+#: Provider / router prefixes that say nothing about the tokenizer.
+_PREFIX_SPLIT = re.compile(r"/")
+
+
+@dataclass(frozen=True)
+class TokenizerProfile:
+    """How to turn a request into a token count for one model family."""
+
+    family: str  # "openai", "anthropic", "gemini", "llama", "mistral", "unknown"
+    encoding_name: str
+    exact: bool
+    safety_factor: float = 1.0
+    tokens_per_message: int = 3
+    tokens_per_name: int = 1
+    reply_priming: int = 3
+    #: extra tokens once per request when the request declares tools (a hidden tool system prompt)
+    tools_request_overhead: int = 0
+    #: extra hidden prompt when the request forces a tool (tool_choice required / a named tool)
+    forced_tool_choice_overhead: int = 0
+    #: how tool schemas reach the prompt: "typescript" (OpenAI's namespace rendering) or "json"
+    tools_rendering: str = "typescript"
+    #: framing of one assistant tool call, and the wrapper around parallel calls
+    tokens_per_tool_call: int = 7
+    tokens_per_parallel_calls: int = 16
+    #: hidden prompt added when extended thinking is enabled (Anthropic ``thinking``)
+    thinking_overhead: int = 0
+    #: hidden prompt added around a JSON-schema response format
+    structured_output_overhead: int = 0
+    #: count every digit as a token (tokenizers that split numbers digit by digit)
+    digits_as_tokens: bool = False
+    #: how images are priced: "openai_tiles", "openai_patches", "anthropic"
+    image_formula: str = "openai_tiles"
+    image_base_tokens: int = 85
+    image_tile_tokens: int = 170
+    image_patch_multiplier: float = 1.0
+
+    @property
+    def method(self) -> str:
+        """A short description for reports: ``exact`` or ``o200k_base x1.20``."""
+        if self.exact:
+            return "exact"
+        return f"{self.encoding_name} x{self.safety_factor:.2f}"
+
+
+# --- OpenAI (exact) -----------------------------------------------------------------------------------
+_O200K_CHAT = re.compile(r"^(chatgpt-4o|gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o1|o3|o4|codex|computer-use)")
+_CL100K_CHAT = re.compile(r"^(gpt-4|gpt-3\.5|gpt-35)")
+
+# Image pricing per model, from OpenAI's vision guide ("Calculating costs").
+_PATCH_MULTIPLIERS = (
+    ("gpt-5-nano", 2.46),
+    ("gpt-5-mini", 1.62),
+    ("gpt-4.1-nano", 2.46),
+    ("gpt-4.1-mini", 1.62),
+    ("o4-mini", 1.72),
+)
+_TILE_PRICES = (  # (prefix, base, per tile); first match wins
+    ("gpt-4o-mini", 2833, 5667),
+    ("gpt-5", 70, 140),
+    ("o1", 75, 150),
+    ("o3", 75, 150),
+    ("computer-use", 65, 129),
+)
+
+# --- Estimated families ----------------------------------------------------------------------------
+#: Measured on 276 real Anthropic requests (README, "Counting accuracy"; bench/calibrate_anthropic.py).
+ANTHROPIC_SAFETY_FACTOR = 1.20
+ANTHROPIC_TOOLS_OVERHEAD = 350
+#: No ground truth available offline for these: conservative, documented, never an under-count by design.
+UNMEASURED_SAFETY_FACTOR = 1.30
+
+_FAMILY_KEYWORDS = (
+    ("anthropic", ("claude",)),
+    ("gemini", ("gemini", "gemma")),
+    ("llama", ("llama",)),
+    ("mistral", ("mistral", "mixtral", "codestral", "ministral", "pixtral", "magistral", "devstral")),
+)
+
+
+def model_key(model: str) -> str:
+    """The bare model name: last path segment, lower-case, without ``provider/`` or ``us.`` style prefixes."""
+    name = _PREFIX_SPLIT.split(model.strip().lower())[-1] if model else ""
+    # Bedrock and Vertex spell models as vendor.model (``anthropic.claude-3-haiku``, ``us.anthropic...``).
+    if "." in name and not re.match(r"^(gpt-|o\d|chatgpt)", name):
+        head, _, tail = name.partition(".")
+        if head in {"us", "eu", "apac", "global", "anthropic", "meta", "mistral", "amazon", "cohere", "ai21"}:
+            return model_key(tail) if head in {"us", "eu", "apac", "global"} else tail
+    return name
+
+
+def resolve_tokenizer(model: str | None, *, base_model: str | None = None) -> TokenizerProfile:
+    """Profile for ``model`` (``base_model`` wins when given, as for Azure deployments). Never raises."""
+    name = model_key(base_model or model or "")
+    if _O200K_CHAT.match(name):
+        return _openai_profile(name, "o200k_base")
+    if _CL100K_CHAT.match(name):
+        if name.startswith(("gpt-3.5-turbo-0301", "gpt-35-turbo-0301")):
+            # The 0301 snapshot used 4 tokens per message and a name replaced the role.
+            return TokenizerProfile("openai", "cl100k_base", exact=True, tokens_per_message=4, tokens_per_name=-1)
+        return _openai_profile(name, "cl100k_base")
+    family = next((fam for fam, words in _FAMILY_KEYWORDS if any(w in name for w in words)), "unknown")
+    if family == "anthropic":
+        return TokenizerProfile(
+            "anthropic",
+            "o200k_base",
+            exact=False,
+            safety_factor=ANTHROPIC_SAFETY_FACTOR,
+            tools_request_overhead=ANTHROPIC_TOOLS_OVERHEAD,
+            image_formula="anthropic",
+        )
+    return TokenizerProfile(family, "o200k_base", exact=False, safety_factor=UNMEASURED_SAFETY_FACTOR)
+
+
+#: gpt-5 models put a longer tool preamble in the prompt than gpt-4o (measured: 70-92 tokens more).
+GPT5_TOOLS_OVERHEAD = 92
+
+
+def _openai_profile(name: str, encoding: str) -> TokenizerProfile:
+    tools_overhead = GPT5_TOOLS_OVERHEAD if name.startswith("gpt-5") else 0
+    profile = TokenizerProfile("openai", encoding, exact=True, tools_request_overhead=tools_overhead)
+    for prefix, multiplier in _PATCH_MULTIPLIERS:
+        if name.startswith(prefix):
+            return replace(profile, image_formula="openai_patches", image_patch_multiplier=multiplier)
+    for prefix, base, tile in _TILE_PRICES:
+        if name.startswith(prefix):
+            return replace(profile, image_base_tokens=base, image_tile_tokens=tile)
+    return profile
