@@ -192,8 +192,10 @@ def _document_part(block: Mapping[str, Any]) -> dict[str, Any]:
         data = f"data:{source.get('media_type', 'application/pdf')};base64,{source.get('data', '')}"
         return {"type": "file", "file": {"file_data": data}}
     if source.get("type") == "text":
-        # The document's framing (title, media type) reaches the prompt too: count the whole block.
-        return {"type": "text", "text": canonical_json(block)}
+        # Anthropic wraps documents in XML-like framing with their source; count it too.
+        title = block.get("title") or source.get("media_type", "text/plain")
+        framed = f'<document index="1">\n<source>{title}</source>\n<document_content>{source.get("data", "")}</document_content>\n</document>'
+        return {"type": "text", "text": framed}
     return {"type": "file", "file": {"file_id": canonical_json(source)}}
 
 

@@ -86,9 +86,19 @@ _TILE_PRICES = (  # (prefix, base, per tile); first match wins
 )
 
 # --- Estimated families ----------------------------------------------------------------------------
-#: Measured on 276 real Anthropic requests (README, "Counting accuracy"; bench/calibrate_anthropic.py).
-ANTHROPIC_SAFETY_FACTOR = 1.20
-ANTHROPIC_TOOLS_OVERHEAD = 350
+#: Fitted on the real Anthropic requests with provider-measured usage (README, "Counting accuracy";
+#: ``python bench/calibrate_anthropic.py`` reprints the figures).
+ANTHROPIC_PROFILE_TERMS = dict(
+    safety_factor=1.20,  # o200k text tokens -> Claude tokens, worst case seen on prose and code
+    digits_as_tokens=True,  # Claude spends a token per digit where o200k packs three
+    tokens_per_message=6,  # turn framing
+    tokens_per_tool_call=20,  # tool_use block framing
+    tools_request_overhead=580,  # hidden tool-use system prompt (Claude 4.x, tool_choice auto)
+    forced_tool_choice_overhead=90,  # extra when tool_choice is any / a named tool
+    tools_rendering="json",  # tools reach the prompt as JSON schema
+    thinking_overhead=40,  # extended thinking / effort / task budget preamble
+    structured_output_overhead=150,  # output_format JSON-schema preamble
+)
 #: No ground truth available offline for these: conservative, documented, never an under-count by design.
 UNMEASURED_SAFETY_FACTOR = 1.30
 
@@ -123,14 +133,7 @@ def resolve_tokenizer(model: str | None, *, base_model: str | None = None) -> To
         return _openai_profile(name, "cl100k_base")
     family = next((fam for fam, words in _FAMILY_KEYWORDS if any(w in name for w in words)), "unknown")
     if family == "anthropic":
-        return TokenizerProfile(
-            "anthropic",
-            "o200k_base",
-            exact=False,
-            safety_factor=ANTHROPIC_SAFETY_FACTOR,
-            tools_request_overhead=ANTHROPIC_TOOLS_OVERHEAD,
-            image_formula="anthropic",
-        )
+        return TokenizerProfile("anthropic", "o200k_base", exact=False, image_formula="anthropic", **ANTHROPIC_PROFILE_TERMS)
     return TokenizerProfile(family, "o200k_base", exact=False, safety_factor=UNMEASURED_SAFETY_FACTOR)
 
 
