@@ -1,0 +1,36 @@
+"""Shared test set-up: offline, quiet, and the real data shipped in tests/data (see its README)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+DATA = Path(__file__).parent / "data"
+CONVERSATIONS = sorted((DATA / "conversations").glob("*_[0-9][0-9].json"))
+
+
+def load_json(relative: str):
+    return json.loads((DATA / relative).read_text(encoding="utf-8"))
+
+
+def conversation_request(path: Path, model: str = "gpt-4o") -> dict:
+    data = json.loads(path.read_text(encoding="utf-8"))
+    request = {"model": model, "messages": data["messages"]}
+    if data.get("tools"):
+        request["tools"] = data["tools"]
+    if data.get("functions"):
+        request["functions"] = data["functions"]
+    return request
+
+
+@pytest.fixture(scope="session")
+def gpt4o():
+    from budget_hook.counting import TokenCounter
+
+    return TokenCounter.for_model("gpt-4o")

@@ -1,0 +1,233 @@
+"""Counting matches what providers bill, on published and recorded ground truth."""
+
+from __future__ import annotations
+
+import base64
+import struct
+import zlib
+
+import pytest
+
+from budget_hook.counting import TokenCounter, audio_tokens, file_tokens
+from budget_hook.errors import MalformedRequestError
+from budget_hook.images import anthropic_image_tokens, image_dimensions, openai_tile_tokens
+from budget_hook.models import resolve_tokenizer
+from conftest import load_json
+
+COOKBOOK = load_json("peer_cases/openai_cookbook_counts.json")["cases"]
+
+
+@pytest.mark.parametrize("case", [c for c in COOKBOOK if c["name"] != "section6_old/gpt-3.5-turbo"], ids=lambda c: c["name"])
+def test_openai_cookbook_counts(case):
+    # (section6_old/gpt-3.5-turbo was printed while that alias still pointed at the 0301 snapshot.)
+    assert TokenCounter.for_model(case["model"]).count_request(case).total == case["expected_token_count"]
+
+
+HMARR = load_json("peer_cases/openai_chat_tokens_api_counts.json")
+ANY_OF = {"TEST_CASES[24]", "TEST_CASES[25]", "TEST_CASES[26]", "TEST_CASES[27]"}
+
+
+@pytest.mark.parametrize("case", [c for c in HMARR if c["name"] not in ANY_OF], ids=lambda c: c["name"])
+def test_real_api_counts_with_legacy_functions(case):
+    assert TokenCounter.for_model(case["model"]).count_request(case).total == case["expected_token_count"]
+
+
+@pytest.mark.parametrize("case", [c for c in HMARR if c["name"] in ANY_OF], ids=lambda c: c["name"])
+def test_any_of_schemas_over_count_by_at_most_three(case):
+    # anyOf/const rendering is not published; we over-count by 1-3 tokens, never under.
+    got = TokenCounter.for_model(case["model"]).count_request(case).total
+    assert case["expected_token_count"] <= got <= case["expected_token_count"] + 3
+
+
+LITELLM = [c for c in load_json("peer_cases/litellm_token_counter.json") if c["name"].startswith("MESSAGES_")]
+
+
+@pytest.mark.parametrize("case", LITELLM, ids=lambda c: c["name"])
+def test_litellm_api_truth_cases(case):
+    got = TokenCounter.for_model(case["model"]).count_request(case).total
+    expected = case["expected_token_count"]
+    if "inner_object" in case["name"]:
+        # Nested-object descriptions: the API's rendering is unpublished and these cases disagree with
+        # hmarr's real counts; we follow hmarr exactly and stay within 7 tokens here.
+        assert abs(got - expected) <= 7
+    else:
+        assert expected <= got <= case.get("count_tolerate", expected)
+
+
+PYDANTIC = load_json("peer_cases/pydantic_ai_cassette_api_usage.json")
+GPT4O_FAMILY = ("gpt-4o", "gpt-4o-mini", "gpt-4.1-mini", "gpt-4.5-preview")
+
+
+def _text_only(case) -> bool:
+    request = case["request"]
+    return (
+        case["api"] == "openai_chat"
+        and case["model"] in GPT4O_FAMILY
+        and not request.get("tools")
+        and all(isinstance(m.get("content"), str) and not m.get("tool_calls") for m in request["messages"])
+    )
+
+
+@pytest.mark.parametrize("case", [c for c in PYDANTIC if _text_only(c)], ids=lambda c: c["name"])
+def test_recorded_gpt4o_family_text_requests_are_exact(case):
+    assert TokenCounter.for_model(case["model"]).count_request(case["request"]).total == case["expected_token_count"]
+
+
+def test_recorded_openai_tool_requests_stay_close():
+    """Tool calls and tools on gpt-4o family: within 10 tokens of the billed count on every recording."""
+    errors = []
+    for case in PYDANTIC:
+        request = case["request"]
+        if case["api"] != "openai_chat" or case["model"] not in GPT4O_FAMILY or _text_only(case):
+            continue
+        if any(isinstance(m.get("content"), list) for m in request["messages"]):
+            continue  # images: deliberately conservative, checked elsewhere
+        errors.append(TokenCounter.for_model(case["model"]).count_request(request).total - case["expected_token_count"])
+    assert errors and min(errors) >= -10
+
+
+@pytest.mark.parametrize(
+    "name, encoding, exact",
+    [
+        ("gpt-4o", "o200k_base", True),
+        ("openai/gpt-4o", "o200k_base", True),
+        ("openrouter/openai/gpt-4.1-mini", "o200k_base", True),
+        ("gpt-4", "cl100k_base", True),
+        ("azure/gpt-35-turbo", "cl100k_base", True),
+        ("anthropic/claude-sonnet-4-5", "o200k_base", False),
+        ("bedrock/us.anthropic.claude-3-5-haiku-20241022-v1:0", "o200k_base", False),
+        ("gemini/gemini-2.5-pro", "o200k_base", False),
+        ("ollama/llama3:8b", "o200k_base", False),
+        ("totally-unknown-model", "o200k_base", False),
+        ("", "o200k_base", False),
+    ],
+)
+def test_model_names_as_operators_write_them(name, encoding, exact):
+    profile = resolve_tokenizer(name)
+    assert (profile.encoding_name, profile.exact) == (encoding, exact)
+
+
+def test_provider_prefix_and_azure_base_model_do_not_change_the_count():
+    body = {"messages": [{"role": "user", "content": "How many tokens is this sentence?"}]}
+    plain = TokenCounter.for_model("gpt-4o").count_request(body).total
+    assert TokenCounter.for_model("openai/gpt-4o").count_request(body).total == plain
+    assert TokenCounter.for_model("azure/my-deployment", base_model="gpt-4o").count_request(body).total == plain
+
+
+def test_families_are_recognised():
+    assert resolve_tokenizer("anthropic/claude-sonnet-4-5").family == "anthropic"
+    assert resolve_tokenizer("vertex_ai/gemini-2.0-flash").family == "gemini"
+    assert resolve_tokenizer("ollama/llama3").family == "llama"
+    assert resolve_tokenizer("mistral/mistral-large-latest").family == "mistral"
+
+
+def test_estimated_families_count_more_than_the_raw_encoding(gpt4o):
+    body = {"messages": [{"role": "user", "content": "def f(x):\n    return x ** 2  # squares " * 50}]}
+    raw = gpt4o.count_request(body).total
+    for model in ("claude-sonnet-4-5", "gemini/gemini-2.5-pro", "some-unknown-model"):
+        assert TokenCounter.for_model(model).count_request(body).total > raw
+
+
+def test_special_token_text_is_plain_text(gpt4o):
+    body = {"messages": [{"role": "user", "content": "<|endoftext|> and <|im_start|>system"}]}
+    assert gpt4o.count_request(body).total > 8
+
+
+def test_lone_surrogates_do_not_crash(gpt4o):
+    assert gpt4o.count_request({"messages": [{"role": "user", "content": "bad \ud800 text"}]}).total > 0
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({}, "messages"),
+        ({"messages": "hello"}, "messages"),
+        ({"messages": ["hello"]}, "messages[0]"),
+        ({"messages": [{"content": "x"}]}, "messages[0].role"),
+        ({"messages": [{"role": "robot", "content": "x"}]}, "messages[0].role"),
+        ({"messages": [{"role": "user", "content": 42}]}, "messages[0].content"),
+        ({"messages": [{"role": "user", "content": [42]}]}, "messages[0].content[0]"),
+        ({"messages": [{"role": "assistant", "content": None, "tool_calls": "x"}]}, "messages[0].tool_calls"),
+        ({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x", "detail": "ultra"}}]}]},
+         "messages[0].content[0].image_url.detail"),
+    ],
+)
+def test_malformed_requests_name_the_field(gpt4o, body, field):
+    with pytest.raises(MalformedRequestError) as info:
+        gpt4o.count_request(body)
+    assert info.value.field == field
+    assert str(info.value).startswith(field)
+
+
+def test_odd_parts_are_counted_not_ignored(gpt4o):
+    odd = {"messages": [{"role": "user", "content": [{"type": "text", "image_url": {"url": "https://x/y.png"}}]}]}
+    unknown = {"messages": [{"role": "user", "content": [{"type": "hologram", "payload": "x" * 400}]}]}
+    assert gpt4o.count_request(odd).total > 10
+    assert gpt4o.count_request(unknown).total > 50
+
+
+# --- images ---------------------------------------------------------------------------------------------
+
+
+def _png(width: int, height: int) -> bytes:
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    chunk = b"IHDR" + header
+    return b"\x89PNG\r\n\x1a\n" + struct.pack(">I", len(header)) + chunk + struct.pack(">I", zlib.crc32(chunk))
+
+
+def _gif(width: int, height: int) -> bytes:
+    return b"GIF89a" + struct.pack("<HH", width, height) + b"\x00\x00\x00"
+
+
+def _jpeg(width: int, height: int) -> bytes:
+    app0 = b"\xff\xe0" + struct.pack(">H", 16) + b"JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00"
+    sof = b"\xff\xc0" + struct.pack(">HBHHB", 11, 8, height, width, 1) + b"\x01\x11\x00"
+    return b"\xff\xd8" + app0 + sof + b"\xff\xd9"
+
+
+def _webp(width: int, height: int) -> bytes:
+    vp8x = b"VP8X" + struct.pack("<I", 10) + b"\x00\x00\x00\x00" + (width - 1).to_bytes(3, "little") + (height - 1).to_bytes(3, "little")
+    return b"RIFF" + struct.pack("<I", 4 + len(vp8x)) + b"WEBP" + vp8x
+
+
+@pytest.mark.parametrize("maker, mime", [(_png, "png"), (_gif, "gif"), (_jpeg, "jpeg"), (_webp, "webp")])
+def test_image_dimensions_from_base64_headers(maker, mime):
+    url = f"data:image/{mime};base64," + base64.b64encode(maker(1024, 768)).decode()
+    assert image_dimensions(url) == (1024, 768)
+
+
+def test_openai_tile_formula():
+    assert openai_tile_tokens(1024, 1024) == 765  # OpenAI's worked example
+    assert openai_tile_tokens(2048, 4096) == 1105
+    assert openai_tile_tokens(1, 1) == 255
+
+
+def test_anthropic_formula_respects_resize():
+    assert anthropic_image_tokens(1000, 1000) == 1334
+    assert anthropic_image_tokens(8000, 8000) <= 1534
+
+
+def test_image_parts(gpt4o):
+    png = "data:image/png;base64," + base64.b64encode(_png(1024, 1024)).decode()
+
+    def body(url, detail=None):
+        image = {"url": url} if detail is None else {"url": url, "detail": detail}
+        return {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": image}]}]}
+
+    base = gpt4o.count_request({"messages": [{"role": "user", "content": []}]}).total
+    assert gpt4o.count_request(body(png)).total - base == 765
+    assert gpt4o.count_request(body(png, "low")).total - base == 85
+    # Unknown size (a URL we may not fetch): the formula's worst case, never less.
+    assert gpt4o.count_request(body("https://example.com/cat.png")).total - base == 85 + 170 * 8
+    claude = TokenCounter.for_model("claude-sonnet-4-5")
+    claude_base = claude.count_request({"messages": [{"role": "user", "content": []}]}).total
+    assert claude.count_request(body(png)).total - claude_base == anthropic_image_tokens(1024, 1024)
+
+
+def test_audio_and_files_are_never_free():
+    assert audio_tokens(None) >= 100
+    assert audio_tokens(base64.b64encode(b"\x00" * 400_000).decode()) >= 1000
+    assert file_tokens({"file_id": "file-abc"}) >= 3000
+    pdf = b"%PDF-1.4\n1 0 obj <</Type /Page>> endobj\n2 0 obj <</Type /Page>> endobj\n3 0 obj <</Type /Pages>> endobj"
+    data = "data:application/pdf;base64," + base64.b64encode(pdf).decode()
+    assert file_tokens({"file_data": data}) == 6000
