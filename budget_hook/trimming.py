@@ -268,7 +268,7 @@ class _TrimState:
     def compact_tool_results(self) -> None:
         policy = self.policy
         results = [i for i, m in enumerate(self.messages) if m.get("role") in ("tool", "function")]
-        recent = set(results[len(results) - policy.keep_recent_tool_results:]) if policy.keep_recent_tool_results else set()
+        recent = set(results[max(0, len(results) - policy.keep_recent_tool_results):])
         for index in results:
             if self.fits():
                 return

@@ -1,0 +1,272 @@
+"""The trimmer's invariants, property-tested on generated and real conversations."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from budget_hook.budget import BudgetPolicy, compute_budget
+from budget_hook.counting import TokenCounter
+from budget_hook.errors import CannotFitError
+from budget_hook.structure import latest_turn_start, pairing_problems
+from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, trim_request
+from conftest import CONVERSATIONS, conversation_request
+
+COUNTER = TokenCounter.for_model("gpt-4o")
+NO_MARGIN = BudgetPolicy(safety_margin_ratio=0.0)
+WORDS = ["alpha", "beta", "gamma", "delta", "def", "return", "{", "}", "x=1;", "error", "the", "file", "λ", "🙂", "1234"]
+PNG_URL = "https://example.com/screenshot.png"
+
+
+def budget_of(tokens: int):
+    return compute_budget(tokens + 100, requested_output_tokens=100, policy=NO_MARGIN)
+
+
+# --- generated conversations --------------------------------------------------------------------------
+
+text = st.builds(lambda words, n: " ".join(words) * n, st.lists(st.sampled_from(WORDS), min_size=1, max_size=8),
+                 st.integers(1, 400))
+
+
+@st.composite
+def conversations(draw):
+    messages = [{"role": "system", "content": draw(text)} for _ in range(draw(st.integers(0, 2)))]
+    call_number = 0
+    for turn in range(draw(st.integers(1, 7))):
+        if draw(st.booleans()) and turn == 2:
+            messages.append({"role": "developer", "content": "mid-conversation instruction"})
+        user_content = draw(text)
+        if draw(st.integers(0, 5)) == 0:
+            user_content = [{"type": "text", "text": user_content}, {"type": "image_url", "image_url": {"url": PNG_URL}}]
+        messages.append({"role": "user", "content": user_content})
+        for _ in range(draw(st.integers(0, 3))):
+            if draw(st.booleans()):
+                messages.append({"role": "assistant", "content": draw(text)})
+                continue
+            calls = []
+            for _ in range(draw(st.integers(1, 3))):  # parallel calls
+                call_number += 1
+                calls.append({"id": f"call_{call_number}", "type": "function",
+                              "function": {"name": "read_file", "arguments": json.dumps({"path": f"f{call_number}.py"})}})
+            content = draw(st.one_of(st.none(), text))
+            messages.append({"role": "assistant", "content": content, "tool_calls": calls})
+            for call in calls:
+                result = draw(text)
+                if draw(st.integers(0, 4)) == 0:
+                    result = "Error: " + result
+                messages.append({"role": "tool", "tool_call_id": call["id"], "content": result})
+    return {"model": "gpt-4o", "messages": messages}
+
+
+policies = st.builds(
+    TrimPolicy,
+    keep_recent_tool_results=st.integers(0, 4),
+    pin_first_user_message=st.booleans(),
+    edit_latest_turn_history=st.booleans(),
+    tool_result_keep_chars=st.sampled_from([0, 100, 500]),
+    tool_result_min_chars=st.sampled_from([0, 200, 1000]),
+)
+
+
+def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy):
+    """Trim and assert every documented invariant; returns the result (None if it raised)."""
+    try:
+        result = trim_request(original, counter=COUNTER, budget=budget, policy=policy)
+    except CannotFitError as exc:
+        assert original == snapshot  # not mutated, even on failure
+        assert exc.facts["tokens_after_trimming"] > budget.budget
+        assert "maximum context length" in str(exc)
+        return None
+    assert original == snapshot, "the caller's request was mutated"
+    trimmed, report = result.request, result.report
+    before = original["messages"]
+    after = trimmed["messages"]
+    # Fits, and the report's figure is a fresh count of what will be sent.
+    fresh = COUNTER.count_request(trimmed).total
+    assert fresh == report.tokens_after <= budget.budget
+    if not report.changed:
+        assert trimmed is original
+        return result
+    # Order preserved: the kept messages are the original minus the dropped, in order.
+    dropped = {a.index for a in report.actions if a.action == "dropped"}
+    kept = [i for i in range(len(before)) if i not in dropped]
+    assert len(kept) == len(after)
+    edited = {a.index for a in report.actions if a.action != "dropped"}
+    for new, index in zip(after, kept):
+        old = before[index]
+        assert new["role"] == old["role"] and new.get("tool_calls") == old.get("tool_calls")
+        assert new.get("tool_call_id") == old.get("tool_call_id")
+        if index not in edited:
+            assert new is old
+    # Structure: no orphans created.
+    if not pairing_problems(before):
+        assert pairing_problems(after) == []
+    # System/developer messages unchanged; latest user message unchanged and never dropped.
+    for index, old in enumerate(before):
+        if old["role"] in ("system", "developer"):
+            assert index in kept and index not in edited
+    start = latest_turn_start(before)
+    latest = [i for i in range(start, len(before))] if any(m["role"] == "user" for m in before) else []
+    for index in latest:
+        assert index not in dropped
+        if not policy.edit_latest_turn_history:
+            assert index not in edited
+    if latest:
+        assert start not in edited
+    if policy.pin_first_user_message:
+        first_user = next(i for i, m in enumerate(before) if m["role"] == "user")
+        assert first_user in kept and first_user not in edited
+    # The K most recent tool results are kept verbatim.
+    results = [i for i, m in enumerate(before) if m["role"] == "tool"]
+    if policy.keep_recent_tool_results:
+        for index in results[-policy.keep_recent_tool_results:]:
+            assert index not in edited
+    # Error results are never compacted.
+    for action in report.actions:
+        if action.action == "compacted":
+            assert not before[action.index]["content"].startswith("Error")
+    # First non-system message is still a user message when it was one.
+    def first_non_system(messages):
+        return next((m["role"] for m in messages if m["role"] not in ("system", "developer")), None)
+    if first_non_system(before) == "user":
+        assert first_non_system(after) == "user"
+    # Idempotent: trimming the result again changes nothing.
+    again = trim_request(trimmed, counter=COUNTER, budget=budget, policy=policy)
+    assert again.request is trimmed and not again.report.changed
+    return result
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(conversations(), st.floats(0.05, 1.2), policies)
+def test_invariants_on_generated_conversations(request, fraction, policy):
+    total = COUNTER.count_request(request).total
+    snapshot = copy.deepcopy(request)
+    check_invariants(request, snapshot, budget_of(max(1, int(total * fraction))), policy)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(conversations(), st.floats(0.05, 1.0), st.floats(0.05, 1.0))
+def test_a_larger_budget_never_keeps_fewer_tokens(request, first, second):
+    total = COUNTER.count_request(request).total
+    small, large = sorted((max(1, int(total * first)), max(1, int(total * second))))
+    try:
+        kept_small = trim_request(request, counter=COUNTER, budget=budget_of(small)).report.tokens_after
+    except CannotFitError:
+        return
+    kept_large = trim_request(request, counter=COUNTER, budget=budget_of(large)).report.tokens_after
+    assert kept_large >= kept_small
+
+
+# --- real conversations -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", CONVERSATIONS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("fraction", [0.95, 0.7, 0.4, 0.15])
+@pytest.mark.parametrize("edit_latest", [True, False])
+def test_invariants_on_real_conversations(path, fraction, edit_latest):
+    request = conversation_request(path)
+    snapshot = copy.deepcopy(request)
+    total = COUNTER.count_request(request).total
+    check_invariants(request, snapshot, budget_of(int(total * fraction)), TrimPolicy(edit_latest_turn_history=edit_latest))
+
+
+# --- priorities, reports and errors ---------------------------------------------------------------------
+
+
+def _tool_conversation(result_chars: int = 6000, turns: int = 6) -> dict:
+    messages = [{"role": "system", "content": "You are a coding agent."}]
+    for turn in range(turns):
+        messages.append({"role": "user", "content": f"step {turn}: look at file {turn}"})
+        call = {"id": f"c{turn}", "type": "function", "function": {"name": "read", "arguments": json.dumps({"n": turn})}}
+        messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        messages.append({"role": "tool", "tool_call_id": f"c{turn}", "content": ("line of code %d\n" % turn) * (result_chars // 16)})
+        messages.append({"role": "assistant", "content": f"file {turn} looks fine"})
+    return {"model": "gpt-4o", "messages": messages}
+
+
+def test_under_budget_returns_the_same_object():
+    request = _tool_conversation(100, 2)
+    result = trim_request(request, counter=COUNTER, budget=compute_budget(128_000))
+    assert result.request is request and not result.report.changed and result.report.actions == ()
+
+
+def test_old_tool_results_are_compacted_before_any_turn_is_dropped():
+    request = _tool_conversation()
+    total = COUNTER.count_request(request).total
+    result = trim_request(request, counter=COUNTER, budget=budget_of(int(total * 0.75)))
+    kinds = {a.action for a in result.report.actions}
+    assert kinds == {"compacted"}
+    compacted = [m for m in result.request["messages"] if COMPACTED_MARKER in str(m.get("content"))]
+    assert compacted and "characters" in compacted[0]["content"] and "removed" in compacted[0]["content"]
+    # The most recent three tool results are intact.
+    tools = [m for m in result.request["messages"] if m["role"] == "tool"]
+    assert all(COMPACTED_MARKER not in m["content"] for m in tools[-3:])
+
+
+def test_turns_are_dropped_oldest_first_with_a_report():
+    request = _tool_conversation(result_chars=200)
+    total = COUNTER.count_request(request).total
+    result = trim_request(request, counter=COUNTER, budget=budget_of(int(total * 0.6)))
+    report = result.report
+    # Turn 0 is the preamble (the system prompt, never dropped); turn 1 is the first user turn.
+    assert report.dropped_turns[0] == 1 and list(report.dropped_turns) == sorted(report.dropped_turns)
+    for action in report.dropped:
+        assert action.tokens_before > 0 and action.tokens_after == 0 and len(action.content_hash) == 16
+    assert report.tokens_after <= int(report.budget.budget * 0.9)  # trimmed to the slack target
+    data = report.as_dict()
+    json.dumps(data)  # serialisable for logs
+    assert data["tokens_before"] == total and data["actions"]
+
+
+def test_compacting_is_idempotent_and_skips_error_results():
+    request = _tool_conversation()
+    request["messages"][3]["content"] = "Error: " + request["messages"][3]["content"]
+    total = COUNTER.count_request(request).total
+    policy = TrimPolicy(keep_recent_tool_results=0, drop_old_turns=False)
+    first = trim_request(request, counter=COUNTER, budget=budget_of(int(total * 0.5)), policy=policy)
+    assert first.request["messages"][3] is request["messages"][3]
+    compacted = [a.index for a in first.report.actions if a.action == "compacted"]
+    assert compacted
+    # A compacted result is never compacted again, whatever the budget asks for.
+    with pytest.raises(CannotFitError):
+        trim_request(first.request, counter=COUNTER, budget=budget_of(100), policy=policy)
+    for index in compacted:
+        assert first.request["messages"][index]["content"].count(COMPACTED_MARKER) == 1
+
+
+def test_long_assistant_messages_in_the_agent_loop_are_shortened():
+    messages = [{"role": "user", "content": "fix the bug"}]
+    for step in range(4):
+        messages.append({"role": "assistant", "content": "thinking out loud " * 400})
+        messages.append({"role": "user", "content": "ok"} if step == 3 else {"role": "assistant", "content": "hm"})
+    request = {"model": "gpt-4o", "messages": messages}
+    total = COUNTER.count_request(request).total
+    result = trim_request(request, counter=COUNTER, budget=budget_of(int(total * 0.5)), policy=TrimPolicy(drop_old_turns=False))
+    assert {a.action for a in result.report.actions} == {"shortened"}
+
+
+def test_cannot_fit_error_names_the_numbers():
+    request = {"model": "gpt-4o", "messages": [{"role": "system", "content": "rules " * 50},
+                                                {"role": "user", "content": "word " * 5000}]}
+    with pytest.raises(CannotFitError) as info:
+        trim_request(request, counter=COUNTER, budget=compute_budget(4000))
+    facts, message = info.value.facts, str(info.value)
+    assert facts["tokens_before"] == facts["tokens_after_trimming"] > facts["budget"]
+    assert facts["protected_tokens"]["latest_turn"] > 5000
+    for number in (facts["window"], facts["output_reserve"], facts["budget"], facts["tokens_before"]):
+        assert str(number) in message
+    assert "latest" in message and "larger context window" in message
+
+
+def test_stress_conversation_history_fits_128k():
+    """miniswe_gemini3_01 history (without its final 445k-token observation) x8 = ~253k tokens -> 128k."""
+    data = json.loads(CONVERSATIONS[[p.stem for p in CONVERSATIONS].index("miniswe_gemini3_01")].read_text())
+    history = data["messages"][:-1]
+    request = {"model": "gpt-4o", "messages": history[:1] + history[1:] * 8}
+    result = trim_request(request, counter=COUNTER, budget=compute_budget(128_000))
+    assert result.report.tokens_before > 250_000 and result.report.tokens_after <= result.report.budget.budget
+    assert pairing_problems(result.request["messages"]) == []
