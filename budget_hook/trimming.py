@@ -206,7 +206,7 @@ def trim_request(
         tokens_after=state.total,
         budget=budget,
         target=target,
-        actions=tuple(sorted(state.actions, key=lambda a: (a.index, a.action))),
+        actions=tuple(state.actions[index] for index in sorted(state.actions)),
         dropped_turns=tuple(state.dropped_turns),
         protected_tokens=protected,
     )
@@ -226,7 +226,7 @@ class _TrimState:
         self.policy = policy
         self.alive = [True] * len(messages)
         self.edited: dict[int, Mapping[str, Any]] = {}
-        self.actions: list[MessageAction] = []
+        self.actions: dict[int, MessageAction] = {}  # at most one per message: its final fate
         self.dropped_turns: list[int] = []
         self.turns = split_turns(messages)
         self.turn_of = {i: t.number for t in self.turns for i in t.indexes}
@@ -319,7 +319,7 @@ class _TrimState:
         if new_tokens >= self.tokens[index]:
             return  # would not save anything: leave the message as it is
         original = self.messages[index]
-        self.actions.append(MessageAction(
+        self.actions[index] = MessageAction(
             action=action,
             index=index,
             role=original["role"],
@@ -330,7 +330,7 @@ class _TrimState:
             chars_after=_content_chars(new_message),
             content_hash=content_hash(original),
             tool_call_id=original.get("tool_call_id"),
-        ))
+        )
         self.total -= self.tokens[index] - new_tokens
         self.tokens[index] = new_tokens
         self.edited[index] = new_message
@@ -339,10 +339,9 @@ class _TrimState:
         original = self.messages[index]
         # A message compacted in step 1 and then dropped is reported once, as dropped, with its
         # original size: the log says what left the request, not the intermediate state.
-        earlier = [a for a in self.actions if a.index == index]
-        tokens_before = earlier[0].tokens_before if earlier else self.tokens[index]
-        self.actions = [a for a in self.actions if a.index != index]
-        self.actions.append(MessageAction(
+        earlier = self.actions.get(index)
+        tokens_before = earlier.tokens_before if earlier else self.tokens[index]
+        self.actions[index] = MessageAction(
             action="dropped",
             index=index,
             role=original["role"],
@@ -353,7 +352,7 @@ class _TrimState:
             chars_after=0,
             content_hash=content_hash(original),
             tool_call_id=original.get("tool_call_id"),
-        ))
+        )
         self.total -= self.tokens[index]
         self.tokens[index] = 0
         self.alive[index] = False

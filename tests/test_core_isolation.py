@@ -1,0 +1,27 @@
+"""The core never imports litellm: importing it costs seconds and may reach the network."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+
+def test_core_and_cli_run_without_importing_litellm():
+    code = textwrap.dedent(
+        """
+        import sys, budget_hook, budget_hook.cli, budget_hook.anthropic_format, budget_hook.model_limits
+        from budget_hook import TokenCounter, compute_budget, trim_request
+        from budget_hook.model_limits import lookup_max_input_tokens
+        counter = TokenCounter.for_model("gpt-4o")
+        request = {"messages": [{"role": "user", "content": "hi " * 5000}]}
+        trim_request(request, counter=counter, budget=compute_budget(lookup_max_input_tokens("gpt-4o")))
+        assert lookup_max_input_tokens("gpt-4o") == 128000
+        loaded = sorted(m for m in sys.modules if m.split(".")[0] in ("litellm", "fastapi"))
+        assert not loaded, loaded
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TIKTOKEN_CACHE_DIR"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
