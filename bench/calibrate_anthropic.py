@@ -1,6 +1,6 @@
 """Reprint the Anthropic counting-accuracy figures quoted in the README.
 
-    python bench/calibrate_anthropic.py [path/to/pydantic_ai_cassette_api_usage.json]
+    python bench/calibrate_anthropic.py [--with-litellm] [path/to/pydantic_ai_cassette_api_usage.json]
 
 For every recorded Anthropic request (``/v1/messages`` and ``count_tokens``) with provider-measured
 usage (input + cache creation + cache read), compare budget_hook's estimate with the billed count and
@@ -87,7 +87,8 @@ def litellm_baseline(cases: list[dict]) -> dict:
 
 
 if __name__ == "__main__":
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT
+    paths = [arg for arg in sys.argv[1:] if not arg.startswith("--")]
+    path = Path(paths[0]) if paths else DEFAULT
     cases = load_cases(path)
     report = {"budget_hook": evaluate(cases)}
     if "--with-litellm" in sys.argv:
