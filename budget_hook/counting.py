@@ -117,7 +117,7 @@ class TokenCounter:
         validate_messages(messages)
         functions = tool_functions(request)
         per_message = self.count_messages(messages, has_tools=bool(functions))
-        tools_tokens = self.count_tools(request)
+        tools_tokens = self._count_functions(functions)
         overhead = self.profile.reply_priming + self._choice_tokens(request) + self._response_format_tokens(request)
         if _thinking_enabled(request):
             overhead += self.profile.thinking_overhead
@@ -252,7 +252,9 @@ class TokenCounter:
 
     def count_tools(self, request: Mapping[str, Any]) -> int:
         """Tokens of the tool definitions as rendered into the prompt (0 without tools)."""
-        functions = tool_functions(request)
+        return self._count_functions(tool_functions(request))
+
+    def _count_functions(self, functions: list[Mapping[str, Any]]) -> int:
         if not functions:
             return 0
         if self.profile.tools_rendering == "json":
