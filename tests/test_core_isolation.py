@@ -12,6 +12,7 @@ def test_core_and_cli_run_without_importing_litellm():
     code = textwrap.dedent(
         """
         import sys, budget_hook, budget_hook.cli, budget_hook.anthropic_format, budget_hook.model_limits
+        import budget_hook.policy, budget_hook.settings, budget_hook.decision
         from budget_hook import TokenCounter, compute_budget, trim_request
         from budget_hook.model_limits import lookup_max_input_tokens
         counter = TokenCounter.for_model("gpt-4o")
@@ -25,3 +26,17 @@ def test_core_and_cli_run_without_importing_litellm():
     env = {k: v for k, v in os.environ.items() if k != "TIKTOKEN_CACHE_DIR"}
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert result.returncode == 0, result.stderr
+
+
+def test_only_the_proxy_adapter_imports_litellm_or_fastapi():
+    import re
+    from pathlib import Path
+
+    import budget_hook
+
+    package = Path(budget_hook.__file__).parent
+    importing = sorted(
+        path.name for path in package.glob("*.py")
+        if re.search(r"^\s*(import|from)\s+(litellm|fastapi)\b", path.read_text(encoding="utf-8"), re.MULTILINE)
+    )
+    assert importing == ["proxy.py"]

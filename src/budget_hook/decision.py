@@ -1,0 +1,189 @@
+"""One request's budget decision: count, budget, trim or block, as facts (pure; no I/O, no LiteLLM).
+
+Contract: ``decide_chat(request, model_group=..., limits=..., resolved=..., counter=...)`` returns a frozen
+``Decision`` and never raises for a client's input: a request that cannot fit, whose own ``max_tokens``
+leaves no room, or that is malformed comes back as ``action="blocked"`` with the error message and its
+facts, so the adapter alone turns it into an HTTP error (and shadow mode can log what *would* have
+happened). ``Decision.request`` is what to forward: the caller's object itself unless the decision
+enforced a trim. Only the plugin's own failures (a bug, a tokenizer that cannot load) raise.
+
+Actions: ``pass`` (fits), ``trimmed``, ``blocked``; in shadow mode ``would_trim`` / ``would_block`` with
+the original request forwarded; ``skipped`` when the mode is off.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from .budget import compute_budget, requested_output_tokens
+from .counting import TokenCounter
+from .errors import CannotFitError, ContextBudgetError, MalformedRequestError, OutputReserveTooLargeError
+from .policy import ResolvedPolicy
+from .trimming import TrimReport, trim_request
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """The routed group's input window and where it came from."""
+
+    #: None when no source knows it (the policy then decides)
+    window: int | None
+    #: e.g. "router: min over 2 deployments", "model map: gpt-4o", "policy default"
+    source: str
+    #: the backend model whose tokenizer counts the request (``anthropic/claude-...``)
+    counting_model: str
+    base_model: str | None = None
+    deployments: int = 0
+
+
+@dataclass(frozen=True)
+class BlockReason:
+    kind: str  # "cannot_fit" | "output_reserve" | "malformed" | "unknown_window"
+    message: str
+    facts: Mapping[str, Any] = field(default_factory=dict)
+    #: the request field at fault (``messages[3].content``) for malformed input
+    param: str | None = None
+
+    @property
+    def code(self) -> str:
+        return "invalid_request" if self.kind == "malformed" else "context_length_exceeded"
+
+
+@dataclass(frozen=True)
+class Decision:
+    action: str
+    mode: str
+    model_group: str
+    limits: ModelLimits
+    resolved: ResolvedPolicy
+    request: Mapping[str, Any]
+    report: TrimReport | None = None
+    block: BlockReason | None = None
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def enforced_block(self) -> bool:
+        return self.action == "blocked"
+
+    @property
+    def tokens_before(self) -> int | None:
+        if self.report:
+            return self.report.tokens_before
+        return self.block.facts.get("tokens_before") if self.block else None
+
+    @property
+    def tokens_after(self) -> int | None:
+        if self.report:
+            return self.report.tokens_after
+        return self.block.facts.get("tokens_after_trimming") if self.block else None
+
+    def counts(self) -> dict[str, int]:
+        """How many messages each action touched (dropped / compacted / shortened)."""
+        totals = {"dropped": 0, "compacted": 0, "shortened": 0}
+        for action in self.report.actions if self.report else ():
+            totals[action.action] += 1
+        return totals
+
+    def as_dict(self) -> dict[str, Any]:
+        """The decision record: numbers, sources, and every touched message by index, role, size and hash."""
+        record: dict[str, Any] = {
+            "action": self.action,
+            "mode": self.mode,
+            "model_group": self.model_group,
+            "window": self.limits.window,
+            "window_source": self.limits.source,
+            "counting_model": self.limits.counting_model,
+            "policy_sources": list(self.resolved.sources),
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+        }
+        if self.resolved.client_max_input_tokens is not None:
+            record["client_max_input_tokens"] = self.resolved.client_max_input_tokens
+        if self.resolved.ignored_client_settings:
+            record["ignored_client_settings"] = list(self.resolved.ignored_client_settings)
+        if self.report:
+            report = self.report.as_dict()
+            record.update(
+                method=report["method"],
+                budget=report["budget"],
+                target=report["target"],
+                messages=self.counts(),
+                dropped_turns=report["dropped_turns"],
+                actions=report["actions"],
+            )
+            if report["changed"]:
+                record["protected_tokens"] = report["protected_tokens"]
+        if self.block:
+            record["block"] = {"kind": self.block.kind, "message": self.block.message, "param": self.block.param,
+                               "facts": dict(self.block.facts)}
+            if "budget" not in record and "budget" in self.block.facts:
+                record["budget"] = {k: self.block.facts[k] for k in
+                                    ("window", "output_reserve", "output_reserve_source", "safety_margin", "cap", "budget")
+                                    if k in self.block.facts}
+        if self.warnings:
+            record["warnings"] = list(self.warnings)
+        return record
+
+
+def _shadowed(action: str, mode: str) -> str:
+    if mode != "shadow":
+        return action
+    return {"trimmed": "would_trim", "blocked": "would_block"}.get(action, action)
+
+
+def decide_chat(
+    request: Mapping[str, Any],
+    *,
+    model_group: str,
+    limits: ModelLimits,
+    resolved: ResolvedPolicy,
+    counter: TokenCounter,
+) -> Decision:
+    policy = resolved.policy
+    common = dict(mode=policy.mode, model_group=model_group, resolved=resolved, request=request)
+    if policy.mode == "off":
+        return Decision(action="skipped", limits=limits, **common)
+
+    warnings: list[str] = []
+    if limits.window is None:
+        if policy.unknown_window == "block":
+            message = (
+                f"model group {model_group!r}: its context window is unknown (not in the router's model_info, "
+                f"not in litellm's model map), and the gateway's policy blocks such requests. Ask the gateway "
+                f"operator to set model_info.max_input_tokens for this model group."
+            )
+            block = BlockReason("unknown_window", message, {"model_group": model_group})
+            return Decision(action=_shadowed("blocked", policy.mode), limits=limits, block=block, **common)
+        limits = ModelLimits(policy.default_max_input_tokens, "policy default (window unknown)", limits.counting_model,
+                             limits.base_model, limits.deployments)
+        warnings.append(f"context window of {model_group!r} unknown; assumed default_max_input_tokens="
+                        f"{policy.default_max_input_tokens}")
+
+    try:
+        try:
+            budget = compute_budget(limits.window, requested_output_tokens=requested_output_tokens(request),
+                                    policy=policy.budget)
+        except OutputReserveTooLargeError as exc:
+            # Count anyway so the client learns both numbers it needs to choose a smaller max_tokens.
+            tokens = counter.count_request(request).total
+            raise OutputReserveTooLargeError(f"{exc}; the request has {tokens} input tokens",
+                                             {**exc.facts, "tokens_before": tokens}) from None
+        result = trim_request(request, counter=counter, budget=budget, policy=policy.trim)
+    except ContextBudgetError as exc:
+        kind = "cannot_fit" if isinstance(exc, CannotFitError) else "output_reserve"
+        detail = str(exc).removeprefix(f"{counter.model}: ")
+        message = f"model group {model_group!r} (counted as {counter.model}, {counter.profile.method}): {detail}"
+        block = BlockReason(kind, message, {"model_group": model_group, **exc.facts})
+        return Decision(action=_shadowed("blocked", policy.mode), limits=limits, block=block,
+                        warnings=tuple(warnings), **common)
+    except MalformedRequestError as exc:
+        block = BlockReason("malformed", f"invalid request: {exc}", {"field": exc.field}, param=exc.field)
+        return Decision(action=_shadowed("blocked", policy.mode), limits=limits, block=block,
+                        warnings=tuple(warnings), **common)
+
+    changed = result.report.changed
+    action = _shadowed("trimmed", policy.mode) if changed else "pass"
+    forwarded = result.request if policy.mode == "enforce" else request
+    return Decision(action=action, limits=limits, report=result.report, warnings=tuple(warnings),
+                    **{**common, "request": forwarded})

@@ -1,0 +1,126 @@
+"""The YAML edge: validate the ``callback_settings: budget_hook:`` block of a LiteLLM config.
+
+Contract: ``load_settings(raw)`` takes the block as parsed from YAML (a dict, or None for "not set") and
+returns frozen ``PluginSettings``, or raises ``PolicyError`` whose message names every bad key with its
+full path (``callback_settings.budget_hook.teams.ml.max_input_token: unknown setting; did you mean
+max_input_tokens?``). The proxy builds the plugin at start-up, so a broken policy stops the proxy
+before it serves a single request. ``load_metadata_layer`` validates the same fields when an admin sets
+them in a team's or key's ``metadata.budget_hook``.
+
+Pydantic lives here and nowhere else; everything downstream is frozen dataclasses.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+
+from .errors import PolicyError
+from .policy import PolicyLayers
+
+SETTINGS_PATH = "callback_settings.budget_hook"
+
+_PositiveInt = Field(default=None, gt=0)
+_NonNegativeInt = Field(default=None, ge=0)
+
+
+class PolicyFields(BaseModel):
+    """Every policy knob; all optional so that an override names only what it changes."""
+
+    model_config = ConfigDict(extra="forbid", strict=False)
+
+    mode: Optional[Literal["enforce", "shadow", "off"]] = None
+    fail_mode: Optional[Literal["open", "closed"]] = None
+    unknown_window: Optional[Literal["default", "block"]] = None
+    default_max_input_tokens: Optional[int] = _PositiveInt
+    log_dropped_content: Optional[StrictBool] = None
+    # budget
+    output_reserve_ratio: Optional[float] = Field(default=None, ge=0, lt=1)
+    output_reserve_min: Optional[int] = _NonNegativeInt
+    output_reserve_max: Optional[int] = _NonNegativeInt
+    safety_margin_ratio: Optional[float] = Field(default=None, ge=0, lt=1)
+    max_input_tokens: Optional[int] = _PositiveInt
+    # trimmer
+    target_ratio: Optional[float] = Field(default=None, gt=0, le=1)
+    compact_tool_results: Optional[StrictBool] = None
+    tool_result_keep_chars: Optional[int] = _NonNegativeInt
+    tool_result_min_chars: Optional[int] = _NonNegativeInt
+    keep_recent_tool_results: Optional[int] = _NonNegativeInt
+    drop_old_turns: Optional[StrictBool] = None
+    pin_first_user_message: Optional[StrictBool] = None
+    shorten_assistant_messages: Optional[StrictBool] = None
+    assistant_keep_chars: Optional[int] = _NonNegativeInt
+    assistant_min_chars: Optional[int] = _NonNegativeInt
+    edit_latest_turn_history: Optional[StrictBool] = None
+
+
+class PluginSettingsModel(PolicyFields):
+    log_to_stderr: StrictBool = True
+    models: dict[str, PolicyFields] = Field(default_factory=dict)
+    teams: dict[str, PolicyFields] = Field(default_factory=dict)
+    keys: dict[str, PolicyFields] = Field(default_factory=dict)
+
+
+POLICY_FIELD_NAMES = tuple(PolicyFields.model_fields)
+_ALL_NAMES = POLICY_FIELD_NAMES + ("log_to_stderr", "models", "teams", "keys")
+
+
+@dataclass(frozen=True)
+class PluginSettings:
+    layers: PolicyLayers = field(default_factory=PolicyLayers)
+    #: emit the JSON decision records on stderr (the ``budget_hook`` logger has no handler otherwise)
+    log_to_stderr: bool = True
+
+
+def _explain(exc: ValidationError, root: str) -> str:
+    problems = []
+    for error in exc.errors():
+        path = ".".join([root, *(str(part) for part in error["loc"])])
+        if error["type"] == "extra_forbidden":
+            name = str(error["loc"][-1])
+            close = difflib.get_close_matches(name, _ALL_NAMES, n=1)
+            hint = f"; did you mean {close[0]}?" if close else f"; known settings: {', '.join(POLICY_FIELD_NAMES)}"
+            problems.append(f"{path}: unknown setting{hint}")
+        else:
+            problems.append(f"{path}: {error['msg']} (got {error.get('input')!r})")
+    return "invalid budget_hook settings: " + "; ".join(problems)
+
+
+def _layer(fields: PolicyFields) -> dict[str, Any]:
+    return fields.model_dump(exclude_none=True)
+
+
+def load_settings(raw: Mapping[str, Any] | None, *, root: str = SETTINGS_PATH) -> PluginSettings:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, Mapping):
+        raise PolicyError(f"{root}: expected a mapping of settings, got {type(raw).__name__}")
+    try:
+        model = PluginSettingsModel.model_validate(dict(raw))
+    except ValidationError as exc:
+        raise PolicyError(_explain(exc, root)) from None
+    base = {k: v for k, v in model.model_dump(exclude_none=True).items() if k in POLICY_FIELD_NAMES}
+    layers = PolicyLayers(
+        base=base,
+        models={name: _layer(f) for name, f in model.models.items()},
+        teams={name: _layer(f) for name, f in model.teams.items()},
+        keys={name: _layer(f) for name, f in model.keys.items()},
+    )
+    try:
+        layers.validate()
+    except PolicyError as exc:
+        raise PolicyError(f"invalid budget_hook settings: {root}.{exc}") from None
+    return PluginSettings(layers=layers, log_to_stderr=model.log_to_stderr)
+
+
+def load_metadata_layer(raw: Any, *, where: str) -> dict[str, Any]:
+    """Validate a team's or key's ``metadata.budget_hook`` (admin-set through LiteLLM's API)."""
+    if not isinstance(raw, Mapping):
+        raise PolicyError(f"{where}: expected a mapping of budget_hook settings, got {type(raw).__name__}")
+    try:
+        return _layer(PolicyFields.model_validate(dict(raw)))
+    except ValidationError as exc:
+        raise PolicyError(_explain(exc, where)) from None

@@ -1,0 +1,94 @@
+"""Session fixtures: one fake provider and one real litellm proxy with budget_hook, shared by the e2e tests.
+
+The proxy config (written to a temporary folder together with the test-only custom_auth and a logging
+integration stand-in) has these model groups, all served by the fake provider:
+
+=========== ============================== ===========================================================
+group       deployments (fake model)        window as budget_hook must find it
+=========== ============================== ===========================================================
+agent       gpt-4o-8k                          8000 from config ``model_info``
+small       gpt-4o-4k                          4000 from config ``model_info``
+discovered  gpt-4o-6k                          6000 discovered from the upstream's ``GET /v1/models``
+mixed       gpt-4o-16k(16000), gpt-4o-4k(4000)    4000: the minimum over the group
+shadowed    gpt-4o-4k                          4000; ``models: {shadowed: {mode: shadow}}``
+=========== ============================== ===========================================================
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .harness import HERE, start_fake_provider, start_proxy
+
+UPSTREAM_MODELS = {"gpt-4o-4k": 4000, "gpt-4o-6k": 6000, "gpt-4o-8k": 8000, "gpt-4o-16k": 16000}
+
+BUDGET_HOOK_SETTINGS = {
+    "mode": "enforce",
+    "models": {"shadowed": {"mode": "shadow"}},
+    "teams": {
+        "strict": {"max_input_tokens": 1500},      # matched by team alias
+        "team-by-id": {"max_input_tokens": 1500},  # matched by team id
+    },
+    "keys": {"pinned-key": {"pin_first_user_message": True}},
+}
+
+
+def proxy_config(upstream_port: int, settings: dict) -> dict:
+    api_base = f"http://127.0.0.1:{upstream_port}/v1"
+
+    def deployment(group: str, model: str, window: int | None) -> dict:
+        entry = {"model_name": group, "litellm_params": {"model": f"openai/{model}", "api_base": api_base,
+                                                          "api_key": "fake-key"}}
+        if window:
+            entry["model_info"] = {"max_input_tokens": window}
+        return entry
+
+    return {
+        "model_list": [
+            deployment("agent", "gpt-4o-8k", 8000),
+            deployment("small", "gpt-4o-4k", 4000),
+            deployment("discovered", "gpt-4o-6k", None),
+            deployment("mixed", "gpt-4o-16k", 16000),
+            deployment("mixed", "gpt-4o-4k", 4000),
+            deployment("shadowed", "gpt-4o-4k", 4000),
+        ],
+        "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin", "e2e_logger.recorder"], "num_retries": 0},
+        "callback_settings": {"budget_hook": settings},
+        "general_settings": {"custom_auth": "e2e_auth.user_api_key_auth"},
+    }
+
+
+def write_config(folder: Path, config: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for support in (HERE / "proxy_support").glob("*.py"):
+        shutil.copy(support, folder / support.name)
+    path = folder / "litellm_config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="session")
+def workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("e2e")
+
+
+@pytest.fixture(scope="session")
+def upstream(workdir):
+    process = start_fake_provider(workdir, UPSTREAM_MODELS)
+    yield process
+    process.stop()
+
+
+@pytest.fixture(scope="session")
+def proxy(workdir, upstream):
+    folder = workdir / "proxy"
+    config = write_config(folder, proxy_config(upstream.port, BUDGET_HOOK_SETTINGS))
+    standard_log = folder / "standard_logging.jsonl"
+    process = start_proxy(config, env={"E2E_STANDARD_LOG": str(standard_log)})
+    process.extra["standard_log"] = standard_log
+    yield process
+    process.stop()

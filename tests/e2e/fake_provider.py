@@ -1,0 +1,182 @@
+"""A local OpenAI-compatible upstream that behaves like a provider, for end-to-end tests (stdlib only).
+
+    python fake_provider.py --models '{"upstream-4k": 4000}' --record payloads.jsonl
+
+Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a real provider it:
+
+* lists its models with their ``context_length`` on ``GET /v1/models`` (LiteLLM discovers limits there);
+* counts the prompt *independently* of budget_hook (o200k tokens of every string in the messages and
+  tools, plus 4 per message: a little above OpenAI's own count, so a pass here is a real pass) and
+  answers 400 ``context_length_exceeded`` with OpenAI's wording when prompt + max_tokens > window;
+* rejects broken tool structure as OpenAI does (a ``tool`` message that answers no preceding
+  ``tool_calls``, or a ``tool_calls`` message whose calls are not all answered);
+* answers 500 when the last user message contains ``FAIL_UPSTREAM`` (to exercise failure callbacks);
+* streams (SSE) when asked, with a final usage chunk.
+
+Every request body it receives is appended to the ``--record`` JSONL file before any check.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import tiktoken
+
+ENCODING = None
+MODELS: dict[str, int] = {}
+RECORD_PATH = ""
+RECORD_LOCK = threading.Lock()
+
+
+def _strings(value, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _strings(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _strings(item, out)
+
+
+def count_prompt(body: dict) -> int:
+    texts: list[str] = []
+    _strings(body.get("messages"), texts)
+    _strings(body.get("tools"), texts)
+    tokens = sum(len(ENCODING.encode_ordinary(text)) for text in texts)
+    return tokens + 4 * len(body.get("messages") or []) + 3
+
+
+def structure_error(messages: list) -> str | None:
+    pending: set[str] = set()
+    for index, message in enumerate(messages):
+        role = message.get("role")
+        if role == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in pending:
+                return (f"Invalid parameter: messages with role 'tool' must be a response to a preceeding message "
+                        f"with 'tool_calls'. (messages[{index}], tool_call_id {call_id!r})")
+            pending.discard(call_id)
+            continue
+        if pending:
+            return (f"An assistant message with 'tool_calls' must be followed by tool messages responding to each "
+                    f"'tool_call_id'. The following tool_call_ids did not have response messages: "
+                    f"{', '.join(sorted(pending))}")
+        if role == "assistant":
+            pending = {call.get("id") for call in message.get("tool_calls") or []}
+    return None
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # quiet
+        return
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, status: int, message: str, code: str | None, param: str | None = None) -> None:
+        self._send(status, {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}})
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            data = [{"id": name, "object": "model", "owned_by": "fake", "context_length": window}
+                    for name, window in MODELS.items()]
+            self._send(200, {"object": "list", "data": data})
+        else:
+            self._error(404, "not found", None)
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length)
+        try:
+            body = json.loads(raw)
+        except ValueError:
+            return self._error(400, "We could not parse the JSON body of your request.", None)
+        with RECORD_LOCK, open(RECORD_PATH, "a", encoding="utf-8") as record:
+            record.write(json.dumps({"path": self.path, "body": body, "time": time.time()}) + "\n")
+        if not self.path.rstrip("/").endswith("/chat/completions"):
+            return self._error(404, f"fake provider serves chat completions only, not {self.path}", None)
+        model = body.get("model")
+        if model not in MODELS:
+            return self._error(404, f"The model `{model}` does not exist.", "model_not_found")
+        messages = body.get("messages") or []
+        problem = structure_error(messages)
+        if problem:
+            return self._error(400, problem, None, "messages")
+        window = MODELS[model]
+        prompt = count_prompt(body)
+        completion_reserve = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+        if prompt + completion_reserve > window:
+            return self._error(
+                400,
+                f"This model's maximum context length is {window} tokens. However, you requested "
+                f"{prompt + completion_reserve} tokens ({prompt} in the messages, {completion_reserve} in the "
+                f"completion). Please reduce the length of the messages or completion.",
+                "context_length_exceeded",
+                "messages",
+            )
+        last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+        if "FAIL_UPSTREAM" in json.dumps(last_user.get("content")):
+            return self._error(500, "The server had an error while processing your request.", "server_error")
+        answer = f"ok: {len(messages)} messages, {prompt} prompt tokens"
+        usage = {"prompt_tokens": prompt, "completion_tokens": 8, "total_tokens": prompt + 8}
+        completion_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
+        if body.get("stream"):
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("connection", "close")
+            self.end_headers()
+            base = {"id": completion_id, "object": "chat.completion.chunk", "created": int(time.time()), "model": model}
+            chunks = [
+                {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": answer[:10]}, "finish_reason": None}]},
+                {**base, "choices": [{"index": 0, "delta": {"content": answer[10:]}, "finish_reason": None}]},
+                {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                {**base, "choices": [], "usage": usage},
+            ]
+            for chunk in chunks:
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.write(b"data: [DONE]\n\n")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        self._send(200, {
+            "id": completion_id, "object": "chat.completion", "created": int(time.time()), "model": model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
+            "usage": usage,
+        })
+
+
+def main() -> None:
+    global ENCODING, MODELS, RECORD_PATH
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--models", required=True, help='JSON object {"model id": context window}')
+    parser.add_argument("--record", required=True)
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args()
+    MODELS = json.loads(args.models)
+    RECORD_PATH = args.record
+    if not os.environ.get("TIKTOKEN_CACHE_DIR"):
+        sys.exit("fake_provider: set TIKTOKEN_CACHE_DIR to litellm's vendored tokenizers (offline)")
+    ENCODING = tiktoken.get_encoding("o200k_base")
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    print(f"READY {server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,162 @@
+"""Start and stop the real processes of the end-to-end tests: a fake provider and a litellm proxy.
+
+Everything binds 127.0.0.1. Each process runs in its own session and is stopped by its PID (SIGTERM to
+its process group, then SIGKILL), also when a test fails.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from budget_hook.encodings import vendored_tokenizer_dir
+
+HERE = Path(__file__).parent
+VENV_BIN = Path(sys.executable).parent
+LITELLM = str(VENV_BIN / "litellm")
+
+#: what every process gets: offline, quiet, no .env loading (see README, "Offline")
+BASE_ENV = {
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "LITELLM_LOG": "ERROR",
+    "LITELLM_DONT_SHOW_FEEDBACK_BOX": "true",
+    "LITELLM_MODE": "PRODUCTION",
+    "HF_HUB_OFFLINE": "1",
+    "NO_PROXY": "127.0.0.1,localhost",
+    "no_proxy": "127.0.0.1,localhost",
+}
+
+
+def process_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.upper().endswith("_PROXY")}
+    env.update(BASE_ENV)
+    env["TIKTOKEN_CACHE_DIR"] = str(vendored_tokenizer_dir())
+    env.update(extra)
+    return env
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Process:
+    popen: subprocess.Popen
+    stderr_path: Path
+    port: int
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def pid(self) -> int:
+        return self.popen.pid
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(encoding="utf-8", errors="replace")
+
+    def stop(self) -> None:
+        if self.popen.poll() is not None:
+            return
+        try:
+            os.killpg(self.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.popen.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.pid, signal.SIGKILL)
+            self.popen.wait(timeout=15)
+
+
+def start_fake_provider(workdir: Path, models: dict[str, int]) -> Process:
+    record = workdir / "upstream_payloads.jsonl"
+    record.touch()
+    stderr_path = workdir / "upstream.stderr"
+    popen = subprocess.Popen(
+        [sys.executable, str(HERE / "fake_provider.py"), "--models", json.dumps(models), "--record", str(record)],
+        stdout=subprocess.PIPE, stderr=stderr_path.open("w"), env=process_env(), start_new_session=True, text=True,
+    )
+    line = popen.stdout.readline()
+    if not line.startswith("READY "):
+        popen.kill()
+        raise RuntimeError(f"fake provider did not start: {line!r} {stderr_path.read_text()}")
+    return Process(popen, stderr_path, int(line.split()[1]), {"record": record})
+
+
+def upstream_payloads(upstream: Process) -> list[dict]:
+    lines = upstream.extra["record"].read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def start_proxy(config_path: Path, *, timeout: float = 90.0, env: dict[str, str] | None = None,
+                expect_failure: bool = False) -> Process:
+    """Start ``litellm --config`` on a free loopback port; wait for /health/liveliness (or for the exit)."""
+    port = free_port()
+    stderr_path = config_path.parent / f"proxy-{port}.stderr"
+    popen = subprocess.Popen(
+        [LITELLM, "--config", str(config_path), "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"],
+        stdout=subprocess.DEVNULL, stderr=stderr_path.open("w"), env=process_env(**(env or {})),
+        cwd=str(config_path.parent), start_new_session=True,
+    )
+    proxy = Process(popen, stderr_path, port)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if popen.poll() is not None:
+            if expect_failure:
+                return proxy
+            raise RuntimeError(f"proxy exited with {popen.returncode}:\n{proxy.stderr()[-4000:]}")
+        if not expect_failure:
+            try:
+                if httpx.get(f"{proxy.base_url}/health/liveliness", timeout=2).status_code == 200:
+                    return proxy
+            except httpx.HTTPError:
+                pass
+        time.sleep(0.3)
+    proxy.stop()
+    raise RuntimeError(f"proxy did not {'exit' if expect_failure else 'become ready'} within {timeout}s:\n"
+                       f"{proxy.stderr()[-4000:]}")
+
+
+def decision_records(proxy: Process) -> list[dict]:
+    """The JSON records budget_hook wrote on the proxy's stderr."""
+    records = []
+    for line in proxy.stderr().splitlines():
+        if line.startswith('{"event": "budget_hook.'):
+            records.append(json.loads(line))
+    return records
+
+
+def wait_for_record(proxy: Process, call_id: str, timeout: float = 10.0) -> dict:
+    """Logging callbacks run after the response is sent: poll for the record of ``call_id``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = [r for r in decision_records(proxy) if r.get("call_id") == call_id]
+        if found:
+            return found[-1]
+        time.sleep(0.1)
+    raise AssertionError(f"no budget_hook record for call {call_id}; stderr tail:\n{proxy.stderr()[-3000:]}")
+
+
+def wait_for_lines(path: Path, call_id: str, timeout: float = 10.0) -> list[dict]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if path.exists():
+            found = [json.loads(line) for line in path.read_text().splitlines() if call_id in line]
+            if found:
+                return found
+        time.sleep(0.1)
+    raise AssertionError(f"no line for call {call_id} in {path}")

@@ -1,0 +1,25 @@
+"""custom_auth for the end-to-end proxy: maps test keys to teams and keys without a database.
+
+Loaded by the proxy as a loose file next to the test config (``general_settings.custom_auth``).
+The metadata here stands for what an admin sets on a team or key through LiteLLM's API.
+"""
+
+from fastapi import HTTPException
+from litellm.proxy._types import UserAPIKeyAuth
+
+KEYS = {
+    "sk-default": {},
+    "sk-strict": {"team_id": "team-7f3a", "team_alias": "strict"},
+    "sk-strict-by-id": {"team_id": "team-by-id"},
+    "sk-meta-shadow": {"key_alias": "meta-shadow", "metadata": {"budget_hook": {"mode": "shadow"}}},
+    "sk-team-meta": {"team_id": "team-meta", "team_metadata": {"budget_hook": {"max_input_tokens": 1000}}},
+    "sk-bad-meta": {"key_alias": "bad-meta", "metadata": {"budget_hook": {"max_input_token": 5}}},
+    "sk-pinned": {"key_alias": "pinned-key"},
+}
+
+
+async def user_api_key_auth(request, api_key: str) -> UserAPIKeyAuth:
+    key = api_key.removeprefix("Bearer ").strip()
+    if key not in KEYS:
+        raise HTTPException(status_code=401, detail={"error": "unknown test key"})
+    return UserAPIKeyAuth(api_key=key, **KEYS[key])

@@ -1,0 +1,137 @@
+"""Settings validation (the YAML edge) and policy resolution (layers; the client may only tighten)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from budget_hook.errors import PolicyError
+from budget_hook.policy import Policy, PolicyLayers
+from budget_hook.settings import load_metadata_layer, load_settings
+
+
+def test_empty_settings_give_the_documented_defaults():
+    settings = load_settings(None)
+    policy = settings.layers.resolve(model_group="gpt-4o").policy
+    assert policy == Policy()
+    assert policy.mode == "enforce" and policy.fail_mode == "open" and policy.unknown_window == "default"
+    assert policy.budget.output_reserve_ratio == 0.15 and policy.budget.safety_margin_ratio == 0.05
+    assert policy.trim.target_ratio == 0.9 and policy.trim.pin_first_user_message is False
+    assert settings.log_to_stderr is True
+
+
+@pytest.mark.parametrize(
+    "raw, expected",
+    [
+        ({"mode": "enforse"}, "callback_settings.budget_hook.mode: Input should be 'enforce', 'shadow' or 'off'"),
+        ({"max_input_token": 5}, "callback_settings.budget_hook.max_input_token: unknown setting; did you mean max_input_tokens?"),
+        ({"teams": {"ml": {"pin_first_user_mesage": True}}},
+         "callback_settings.budget_hook.teams.ml.pin_first_user_mesage: unknown setting; did you mean pin_first_user_message?"),
+        ({"output_reserve_ratio": 1.5}, "callback_settings.budget_hook.output_reserve_ratio: Input should be less than 1"),
+        ({"max_input_tokens": 0}, "callback_settings.budget_hook.max_input_tokens: Input should be greater than 0"),
+        ({"keys": {"k": {"fail_mode": "ajar"}}}, "callback_settings.budget_hook.keys.k.fail_mode: Input should be 'open' or 'closed'"),
+        ({"models": {"gpt-4o": {"output_reserve_min": 900, "output_reserve_max": 100}}},
+         "callback_settings.budget_hook.models[gpt-4o]: output reserve bounds must satisfy 0 <= min <= max"),
+        ({"compact_tool_results": "yes"}, "callback_settings.budget_hook.compact_tool_results: Input should be a valid boolean"),
+        ({"zzz_unrelated": 1}, "unknown setting; known settings: mode, fail_mode"),
+    ],
+)
+def test_bad_settings_name_the_key_and_the_problem(raw, expected):
+    with pytest.raises(PolicyError) as caught:
+        load_settings(raw)
+    assert expected in str(caught.value)
+
+
+def test_every_problem_is_reported_at_once():
+    with pytest.raises(PolicyError) as caught:
+        load_settings({"mode": "x", "teams": {"a": {"target_ratio": 0}}})
+    assert "budget_hook.mode" in str(caught.value) and "teams.a.target_ratio" in str(caught.value)
+
+
+def test_settings_must_be_a_mapping():
+    with pytest.raises(PolicyError, match="expected a mapping"):
+        load_settings(["mode", "enforce"])
+
+
+def layers(**raw) -> PolicyLayers:
+    return load_settings(raw).layers
+
+
+def test_layers_apply_from_weakest_to_strongest():
+    config = layers(
+        max_input_tokens=100_000, keep_recent_tool_results=5,
+        models={"gpt-4o": {"max_input_tokens": 50_000}, "claude-*": {"mode": "shadow"}},
+        teams={"ml": {"max_input_tokens": 20_000}, "team-42": {"pin_first_user_message": True}},
+        keys={"ci-bot": {"max_input_tokens": 10_000}},
+    )
+    resolved = config.resolve(model_group="gpt-4o", team_alias="ml", key_alias="ci-bot")
+    assert resolved.policy.budget.max_input_tokens == 10_000
+    assert resolved.policy.trim.keep_recent_tool_results == 5  # untouched by the overrides
+    assert resolved.sources == ("config", "models[gpt-4o]", "teams[ml]", "keys[ci-bot]")
+
+    by_id = config.resolve(model_group="claude-sonnet-4-5", team_id="team-42")
+    assert by_id.policy.mode == "shadow" and by_id.policy.trim.pin_first_user_message
+    assert by_id.sources == ("config", "models[claude-*]", "teams[team-42]")
+
+    assert config.resolve(model_group="other").policy.budget.max_input_tokens == 100_000
+
+
+def test_team_id_wins_over_alias_when_both_are_configured():
+    config = layers(teams={"team-1": {"max_input_tokens": 1000}, "ml": {"max_input_tokens": 2000}})
+    resolved = config.resolve(model_group="m", team_id="team-1", team_alias="ml")
+    assert resolved.policy.budget.max_input_tokens == 1000
+
+
+def test_admin_metadata_layers_are_strongest():
+    config = layers(teams={"ml": {"max_input_tokens": 20_000}})
+    team_meta = load_metadata_layer({"max_input_tokens": 9000, "mode": "shadow"}, where="team metadata")
+    key_meta = load_metadata_layer({"max_input_tokens": 8000}, where="key metadata")
+    resolved = config.resolve(model_group="m", team_alias="ml", team_metadata_layer=team_meta, key_metadata_layer=key_meta)
+    assert resolved.policy.budget.max_input_tokens == 8000 and resolved.policy.mode == "shadow"
+    assert resolved.sources[-2:] == ("team_metadata", "key_metadata")
+
+
+def test_bad_admin_metadata_names_where_it_is():
+    with pytest.raises(PolicyError, match=r"key metadata\.budget_hook\.max_input_token: unknown setting"):
+        load_metadata_layer({"max_input_token": 5}, where="key metadata.budget_hook")
+    with pytest.raises(PolicyError, match="expected a mapping"):
+        load_metadata_layer("strict", where="team metadata.budget_hook")
+
+
+def test_client_cap_only_tightens():
+    config = layers(max_input_tokens=10_000)
+    assert config.resolve(model_group="m", client_max_input_tokens=4000).policy.budget.max_input_tokens == 4000
+    loosened = config.resolve(model_group="m", client_max_input_tokens=50_000)
+    assert loosened.policy.budget.max_input_tokens == 10_000 and loosened.client_max_input_tokens is None
+    uncapped = layers().resolve(model_group="m", client_max_input_tokens=50_000)
+    assert uncapped.policy.budget.max_input_tokens == 50_000 and "client_cap" in uncapped.sources
+
+
+operator_caps = st.one_of(st.none(), st.integers(1, 10**7))
+
+
+@given(base=operator_caps, team=operator_caps, key=operator_caps, client=st.one_of(st.none(), st.integers(1, 10**7)))
+def test_no_client_cap_ever_loosens_the_operator_policy(base, team, key, client):
+    raw: dict = {}
+    if base:
+        raw["max_input_tokens"] = base
+    if team:
+        raw["teams"] = {"t": {"max_input_tokens": team}}
+    if key:
+        raw["keys"] = {"k": {"max_input_tokens": key}}
+    config = load_settings(raw).layers
+    operator = config.resolve(model_group="m", team_alias="t", key_alias="k").policy.budget.max_input_tokens
+    effective = config.resolve(model_group="m", team_alias="t", key_alias="k",
+                               client_max_input_tokens=client).policy.budget.max_input_tokens
+    if operator is not None:
+        assert effective is not None and effective <= operator
+    if client is not None:
+        assert effective is not None and effective <= client
+
+
+def test_policy_as_dict_round_trips():
+    policy = Policy.from_fields({"mode": "shadow", "max_input_tokens": 5000, "target_ratio": 0.8})
+    assert Policy.from_fields(policy.as_dict()) == policy
+    with pytest.raises(PolicyError, match="unknown policy setting"):
+        Policy.from_fields({"budget": {}})

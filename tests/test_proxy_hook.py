@@ -1,0 +1,243 @@
+"""The proxy adapter, called directly (the end-to-end tests cover the same paths through a real proxy).
+
+Here: what the e2e tests cannot reach cheaply — injected internal faults under both fail modes, unknown
+windows, non-chat call types, log records, and that the caller's request is never mutated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import logging
+
+import pytest
+from litellm.proxy._types import UserAPIKeyAuth
+
+import budget_hook.proxy as proxy_module
+from budget_hook.decision import ModelLimits
+from budget_hook.proxy import BudgetHookHTTPError, BudgetHookPlugin, decision_headers
+from budget_hook.settings import load_settings
+from budget_hook.structure import pairing_problems
+
+from .conftest import DATA, conversation_request
+
+
+def make_plugin(window: int | None = 4000, **settings) -> BudgetHookPlugin:
+    plugin = BudgetHookPlugin(load_settings({"log_to_stderr": False, **settings}))
+    source = "test" if window else "unknown"
+    plugin.model_limits = lambda group: ModelLimits(window, source, "gpt-4o")  # type: ignore[method-assign]
+    return plugin
+
+
+def run_hook(plugin, data, user=None, call_type="acompletion"):
+    return asyncio.run(plugin.async_pre_call_hook(user or UserAPIKeyAuth(), None, data, call_type))
+
+
+def long_chat(turns=10, words=120, marker="") -> dict:
+    messages = [{"role": "system", "content": "be brief"}]
+    for turn in range(turns):
+        messages += [{"role": "user", "content": f"q{turn} " + "lorem ipsum " * words},
+                     {"role": "assistant", "content": f"a{turn} " + "dolor sit " * words}]
+    messages.append({"role": "user", "content": f"last {marker}"})
+    return {"model": "g", "messages": messages, "metadata": {"client": "x"}}
+
+
+def test_fitting_request_is_forwarded_as_the_same_object_with_the_decision_recorded():
+    data = {"model": "g", "messages": [{"role": "user", "content": "hi"}], "metadata": {"client": "x"}}
+    client_metadata = data["metadata"]
+    out = run_hook(make_plugin(), data)
+    assert out is data
+    assert client_metadata == {"client": "x"}, "the client's metadata object is not mutated"
+    record = data["metadata"]["budget_hook"]
+    assert record["action"] == "pass" and record["window"] == 4000
+    assert data["metadata"]["spend_logs_metadata"]["budget_hook"]["action"] == "pass"
+
+
+def test_over_budget_request_is_replaced_by_a_trimmed_copy():
+    data = long_chat()
+    original = copy.deepcopy(data)
+    out = run_hook(make_plugin(), data)
+    assert out is not data and data["messages"] == original["messages"]
+    assert len(out["messages"]) < len(data["messages"]) and pairing_problems(out["messages"]) == []
+    assert out["metadata"]["budget_hook"]["action"] == "trimmed"
+    headers = decision_headers(out["metadata"]["budget_hook"])
+    assert headers["x-budget-decision"] == "trimmed" and int(headers["x-budget-dropped-messages"]) > 0
+
+
+def test_tool_conversation_trimmed_by_the_hook_keeps_pairs():
+    data = {**conversation_request(DATA / "conversations/taubench_airline_04.json"), "model": "g"}
+    out = run_hook(make_plugin(8000), data)
+    assert pairing_problems(out["messages"]) == []
+    assert out["metadata"]["budget_hook"]["tokens_after"] <= 6400
+
+
+def test_block_raises_a_400_http_exception_with_openai_attributes_and_records_it():
+    data = {"model": "g", "messages": [{"role": "user", "content": "word " * 6000}]}
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        run_hook(make_plugin(), data)
+    error = caught.value
+    assert error.status_code == 400 and error.type == "invalid_request_error" and error.code == "context_length_exceeded"
+    assert "model group 'g'" in error.message and "maximum context length is 4000 tokens" in error.message
+    assert error.detail["budget_hook"]["tokens_before"] > 6000
+    assert data["metadata"]["budget_hook"]["action"] == "blocked"  # recorded before raising, for the failure log
+
+
+def test_shadow_mode_forwards_the_original_and_records_would_trim():
+    data = long_chat()
+    out = run_hook(make_plugin(mode="shadow"), data)
+    assert out is data and out["messages"] == long_chat()["messages"]
+    assert data["metadata"]["budget_hook"]["action"] == "would_trim"
+    blocked = {"model": "g", "messages": [{"role": "user", "content": "word " * 6000}]}
+    assert run_hook(make_plugin(mode="shadow"), blocked) is blocked
+    assert blocked["metadata"]["budget_hook"]["action"] == "would_block"
+
+
+def test_mode_off_and_other_call_types_are_untouched():
+    data = long_chat()
+    snapshot = copy.deepcopy(data)
+    assert run_hook(make_plugin(mode="off"), data) is None and data == snapshot
+    for call_type in ("aembedding", "atext_completion", "anthropic_messages", "aresponses"):
+        assert run_hook(make_plugin(), data, call_type=call_type) is None and data == snapshot
+
+
+def test_unknown_window_uses_the_policy_default_with_a_warning_or_blocks():
+    data = long_chat(turns=3, words=20)
+    out = run_hook(make_plugin(None, default_max_input_tokens=100_000), data)
+    record = out["metadata"]["budget_hook"]
+    assert record["window"] == 100_000 and "unknown" in record["warnings"][0]
+    with pytest.raises(BudgetHookHTTPError, match="context window is unknown"):
+        run_hook(make_plugin(None, unknown_window="block"), long_chat(turns=3, words=20))
+
+
+def test_malformed_request_gets_a_400_naming_the_field():
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        run_hook(make_plugin(), {"model": "g", "messages": [{"role": "user", "content": 42}]})
+    assert caught.value.status_code == 400 and caught.value.param == "messages[0].content"
+    assert caught.value.code == "invalid_request"
+
+
+@pytest.mark.parametrize("value", ["lots", -5, 0, True, {"n": 1}])
+def test_bad_client_cap_gets_a_400(value):
+    data = long_chat(turns=1)
+    data["metadata"] = {"budget_hook": {"max_input_tokens": value}}
+    with pytest.raises(BudgetHookHTTPError, match="metadata.budget_hook.max_input_tokens must be a positive integer"):
+        run_hook(make_plugin(), data)
+
+
+def test_client_metadata_that_is_not_an_object_gets_a_400():
+    data = {**long_chat(turns=1), "metadata": {"budget_hook": "off"}}
+    with pytest.raises(BudgetHookHTTPError, match="must be an object"):
+        run_hook(make_plugin(), data)
+
+
+def test_team_and_key_from_the_auth_object_apply():
+    user = UserAPIKeyAuth(team_id="t-1", team_alias="ml", key_alias="bot",
+                          team_metadata={"budget_hook": {"max_input_tokens": 900}})
+    out = run_hook(make_plugin(teams={"ml": {"max_input_tokens": 1200}}), long_chat(), user=user)
+    record = out["metadata"]["budget_hook"]
+    assert record["budget"]["budget"] == 900 and record["team_alias"] == "ml" and record["key_alias"] == "bot"
+    assert record["policy_sources"] == ["config", "teams[ml]", "team_metadata"]
+
+
+def inject_fault(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected fault")
+    monkeypatch.setattr(proxy_module, "decide_chat", broken)
+
+
+def test_internal_fault_fails_open_by_default(monkeypatch, caplog):
+    inject_fault(monkeypatch)
+    data = long_chat()
+    messages = copy.deepcopy(data["messages"])
+    with caplog.at_level(logging.CRITICAL, logger="budget_hook"):
+        assert run_hook(make_plugin(), data) is None
+    assert data["messages"] == messages  # forwarded untouched
+    assert data["metadata"]["budget_hook"]["action"] == "error"
+    [critical] = [r for r in caplog.records if r.levelno == logging.CRITICAL]
+    assert "injected fault" in critical.getMessage()
+
+
+def test_internal_fault_fails_closed_with_a_503(monkeypatch):
+    inject_fault(monkeypatch)
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        run_hook(make_plugin(fail_mode="closed"), long_chat())
+    assert caught.value.status_code == 503 and "fail closed" in caught.value.message
+
+
+def test_broken_admin_metadata_follows_fail_mode():
+    user = UserAPIKeyAuth(metadata={"budget_hook": {"max_input_token": 5}})
+    data = long_chat()
+    assert run_hook(make_plugin(), data, user=user) is None
+    assert "max_input_token: unknown setting" in data["metadata"]["budget_hook"]["error"]
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        run_hook(make_plugin(fail_mode="closed"), long_chat(), user=user)
+    assert caught.value.status_code == 503
+
+
+def log_records(plugin, outcome, kwargs, response=None):
+    records = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(json.loads(record.getMessage()))
+    proxy_module.logger.addHandler(handler)
+    old_level = proxy_module.logger.level
+    proxy_module.logger.setLevel(logging.INFO)
+    try:
+        method = plugin.async_log_success_event if outcome == "success" else plugin.async_log_failure_event
+        asyncio.run(method(kwargs, response, None, None))
+    finally:
+        proxy_module.logger.removeHandler(handler)
+        proxy_module.logger.setLevel(old_level)
+    return records
+
+
+class _Usage:
+    prompt_tokens = 1234
+
+
+class _Response:
+    usage = _Usage()
+
+
+def test_success_and_failure_callbacks_emit_one_json_record_each():
+    plugin = make_plugin()
+    data = long_chat()
+    out = run_hook(plugin, data)
+    kwargs = {"litellm_call_id": "call-1", "litellm_params": {"metadata": out["metadata"]}}
+    [success] = log_records(plugin, "success", kwargs, _Response())
+    assert success["event"] == "budget_hook.decision" and success["call_id"] == "call-1"
+    assert success["provider_prompt_tokens"] == 1234
+    assert success["estimated_prompt_tokens"] == out["metadata"]["budget_hook"]["tokens_after"]
+    assert success["decision"]["dropped_turns"]
+
+    # /v1/messages and /v1/responses failures carry the metadata under litellm_metadata only
+    failure_kwargs = {"litellm_call_id": "call-2", "exception": ValueError("upstream said no"),
+                      "litellm_params": {"litellm_metadata": out["metadata"]}}
+    [failure] = log_records(plugin, "failure", failure_kwargs)
+    assert failure["outcome"] == "failure" and "upstream said no" in failure["error"]
+    # a request the plugin did not see produces no record
+    assert log_records(plugin, "success", {"litellm_params": {"metadata": {}}}) == []
+
+
+def test_dropped_content_is_logged_only_when_asked():
+    out = run_hook(make_plugin(log_dropped_content=True), long_chat())
+    content = out["metadata"]["budget_hook"]["dropped_content"]
+    assert content and content[0]["content"].startswith("q0 lorem")
+    assert "dropped_content" not in out["metadata"]["spend_logs_metadata"]["budget_hook"]
+    default = run_hook(make_plugin(), long_chat())
+    assert "dropped_content" not in default["metadata"]["budget_hook"]
+
+
+def test_hooks_are_defined_on_the_class_itself():
+    # The proxy calls these only when they are in vars(type(callback)); an inherited one is skipped silently.
+    for name in ("async_pre_call_hook", "async_post_call_response_headers_hook", "async_log_success_event",
+                 "async_log_failure_event"):
+        assert name in vars(BudgetHookPlugin), name
+
+
+def test_model_limits_fall_back_to_the_model_map_outside_a_router():
+    plugin = BudgetHookPlugin(load_settings({"log_to_stderr": False}))
+    limits = plugin.model_limits("gpt-4o")
+    assert limits.window == 128_000 and limits.source == "model map: gpt-4o"
+    unknown = plugin.model_limits("no-such-model-xyz")
+    assert unknown.window is None
