@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CONVERSATIONS, conversation_request
+from .conftest import CONVERSATIONS, conversation_request
 
 BIN = Path(sys.executable).parent / "budget-hook"
 

@@ -12,7 +12,7 @@ from budget_hook.counting import TokenCounter, audio_tokens, file_tokens
 from budget_hook.errors import MalformedRequestError
 from budget_hook.images import anthropic_image_tokens, image_dimensions, openai_tile_tokens
 from budget_hook.models import resolve_tokenizer
-from conftest import load_json
+from .conftest import load_json
 
 COOKBOOK = load_json("peer_cases/openai_cookbook_counts.json")["cases"]
 

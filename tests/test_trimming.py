@@ -14,7 +14,7 @@ from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError
 from budget_hook.structure import latest_turn_start, pairing_problems
 from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, trim_request
-from conftest import CONVERSATIONS, conversation_request
+from .conftest import CONVERSATIONS, conversation_request
 
 COUNTER = TokenCounter.for_model("gpt-4o")
 NO_MARGIN = BudgetPolicy(safety_margin_ratio=0.0)

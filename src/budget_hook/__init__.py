@@ -1,12 +1,16 @@
 """budget_hook: keep every LLM request inside the routed model's context window.
 
-The core (this package minus ``budget_hook.proxy``, which arrives with the proxy plugin) is pure Python
-over tiktoken and never imports litellm:
+The core (this package minus ``budget_hook.proxy``, the LiteLLM proxy adapter) is pure Python over
+tiktoken (and pydantic at the settings edge) and never imports litellm:
 
 * ``counting.TokenCounter``: exact OpenAI counts, calibrated estimates for other families;
 * ``budget.compute_budget``: window - output reserve - safety margin, optionally capped;
 * ``trimming.trim_request``: structure-safe prioritized trimming with a report of what was dropped;
-* ``anthropic_format.anthropic_to_openai_chat``: count Anthropic ``/v1/messages`` bodies.
+* ``anthropic_format.anthropic_to_openai_chat``: count Anthropic ``/v1/messages`` bodies;
+* ``settings.load_settings`` / ``policy.PolicyLayers``: validated operator policy, resolved per request;
+* ``decision.decide_chat``: one request's decision (pass, trimmed, blocked) as facts.
+
+Enable the proxy plugin with ``litellm_settings: callbacks: budget_hook.proxy.plugin``.
 """
 
 from .budget import Budget, BudgetCheck, BudgetPolicy, compute_budget, requested_output_tokens

@@ -11,6 +11,8 @@ small       gpt-4o-4k                          4000 from config ``model_info``
 discovered  gpt-4o-6k                          6000 discovered from the upstream's ``GET /v1/models``
 mixed       gpt-4o-16k(16000), gpt-4o-4k(4000)    4000: the minimum over the group
 shadowed    gpt-4o-4k                          4000; ``models: {shadowed: {mode: shadow}}``
+alias-small (router alias of small)             4000
+wild/*      any fake model (wildcard)          per the model named in the request
 =========== ============================== ===========================================================
 """
 
@@ -55,7 +57,9 @@ def proxy_config(upstream_port: int, settings: dict) -> dict:
             deployment("mixed", "gpt-4o-16k", 16000),
             deployment("mixed", "gpt-4o-4k", 4000),
             deployment("shadowed", "gpt-4o-4k", 4000),
+            deployment("wild/*", "*", None),
         ],
+        "router_settings": {"model_group_alias": {"alias-small": "small"}},
         "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin", "e2e_logger.recorder"], "num_retries": 0},
         "callback_settings": {"budget_hook": settings},
         "general_settings": {"custom_auth": "e2e_auth.user_api_key_auth"},

@@ -134,7 +134,8 @@ def start_proxy(config_path: Path, *, timeout: float = 90.0, env: dict[str, str]
 def decision_records(proxy: Process) -> list[dict]:
     """The JSON records budget_hook wrote on the proxy's stderr."""
     records = []
-    for line in proxy.stderr().splitlines():
+    # Only complete lines: a long record may be half-written while we read.
+    for line in proxy.stderr().split("\n")[:-1]:
         if line.startswith('{"event": "budget_hook.'):
             records.append(json.loads(line))
     return records

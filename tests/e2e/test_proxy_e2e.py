@@ -208,6 +208,21 @@ def test_group_window_is_the_minimum_over_its_deployments(proxy, upstream):
         assert int(response.headers["x-budget-tokens-after"]) <= 3200
 
 
+def test_router_alias_resolves_to_its_groups_window(proxy, upstream):
+    response = chat(proxy, {**filler_conversation(10, 60, "e2e-alias"), "model": "alias-small"})
+    assert response.status_code == 200, response.text
+    assert response.headers["x-budget-window"] == "4000" and response.headers["x-budget-decision"] == "trimmed"
+
+
+def test_wildcard_group_uses_the_window_of_the_model_requested(proxy, upstream):
+    response = chat(proxy, {**filler_conversation(10, 60, "e2e-wild"), "model": "wild/gpt-4o-4k"})
+    assert response.status_code == 200, response.text
+    # The wildcard expands to openai/gpt-4o-4k, whose 4,000-token window the router discovered upstream.
+    assert response.headers["x-budget-window"] == "4000" and response.headers["x-budget-decision"] == "trimmed"
+    record = wait_for_record(proxy, response.headers["x-litellm-call-id"])
+    assert record["decision"]["counting_model"] == "openai/gpt-4o-4k"
+
+
 # --- modes and policy ----------------------------------------------------------------------------------
 
 
