@@ -63,3 +63,30 @@ def test_malformed_input_exits_1_naming_the_field(stdin, needle):
 def test_unknown_model_without_window_is_a_usage_error():
     out = run("trim", "--model", "my-private-model", stdin=json.dumps({"messages": []}))
     assert out.returncode == 1 and "--max-input-tokens" in out.stderr
+
+
+ROOT_CONFIG = Path(__file__).resolve().parents[1] / "litellm_config.yaml"
+
+
+def test_check_config_accepts_the_demo_config():
+    out = run("check-config", str(ROOT_CONFIG))
+    assert out.returncode == 0, out.stderr
+    data = json.loads(out.stdout)
+    assert data["enabled"] is True and data["policy"]["mode"] == "enforce"
+
+
+def test_check_config_names_the_bad_key(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("litellm_settings:\n  callbacks: budget_hook.proxy.plugin\n"
+                    "callback_settings:\n  budget_hook:\n    teams:\n      ml: {max_input_token: 5}\n")
+    out = run("check-config", str(path))
+    assert out.returncode == 1
+    assert "callback_settings.budget_hook.teams.ml.max_input_token: unknown setting; did you mean max_input_tokens?" in out.stderr
+
+
+def test_check_config_warns_when_the_plugin_is_not_enabled(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_text("callback_settings:\n  budget_hook:\n    mode: shadow\n")
+    out = run("check-config", str(path))
+    assert out.returncode == 0 and json.loads(out.stdout)["enabled"] is False
+    assert "does not list budget_hook.proxy.plugin" in out.stderr

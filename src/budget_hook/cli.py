@@ -2,8 +2,9 @@
 
     budget-hook count --model MODEL [FILE|-]
     budget-hook trim  --model MODEL [--max-input-tokens N] [--max-tokens N] [FILE|-]
+    budget-hook check-config litellm_config.yaml
 
-Exit codes: 0 success; 1 malformed input or usage error (message on stderr says which message, which
+Exit codes: 0 success; 1 malformed input, invalid settings or usage error (message on stderr says which message, which
 field); 2 the request cannot fit (the error as JSON on stdout, a one-line explanation on stderr).
 """
 
@@ -16,8 +17,9 @@ from typing import Any, Sequence
 
 from .budget import BudgetPolicy, compute_budget, requested_output_tokens
 from .counting import TokenCounter
-from .errors import BudgetHookError, ContextBudgetError, MalformedRequestError
+from .errors import BudgetHookError, ContextBudgetError, MalformedRequestError, PolicyError
 from .model_limits import lookup_max_input_tokens
+from .settings import load_settings
 from .trimming import TrimPolicy, trim_request
 
 
@@ -63,6 +65,37 @@ def _trim(args: argparse.Namespace) -> int:
     return 0
 
 
+ENABLE_LINE = "budget_hook.proxy.plugin"
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    """Validate a LiteLLM config's budget_hook settings exactly as the proxy will at start-up."""
+    import yaml
+
+    try:
+        with open(args.file, encoding="utf-8") as handle:
+            config = yaml.safe_load(handle) or {}
+    except OSError as exc:
+        raise MalformedRequestError(args.file, f"cannot read: {exc.strerror or exc}") from exc
+    except yaml.YAMLError as exc:
+        raise PolicyError(f"{args.file}: not valid YAML: {exc}") from exc
+    if not isinstance(config, dict):
+        raise PolicyError(f"{args.file}: expected a mapping at the top level")
+    settings = load_settings((config.get("callback_settings") or {}).get("budget_hook"))
+    callbacks = (config.get("litellm_settings") or {}).get("callbacks") or []
+    callbacks = [callbacks] if isinstance(callbacks, str) else list(callbacks)
+    layers = settings.layers
+    _print({
+        "enabled": ENABLE_LINE in callbacks,
+        "policy": layers.resolve(model_group="").policy.as_dict(),
+        "overrides": {section: sorted(getattr(layers, section)) for section in ("models", "teams", "keys")},
+    })
+    if ENABLE_LINE not in callbacks:
+        print(f"budget-hook: settings are valid, but litellm_settings.callbacks does not list {ENABLE_LINE}: "
+              f"the plugin is not enabled", file=sys.stderr)
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="budget-hook", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -75,8 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             sub.add_argument("--max-input-tokens", type=int, help="the model's input window (default: litellm's model map)")
             sub.add_argument("--max-tokens", type=int, help="output reserve (default: the request's max_tokens, else policy)")
             sub.add_argument("--pin-first-user-message", action="store_true", help="never drop the first user message")
+    check = commands.add_parser("check-config", help="validate the budget_hook settings of a LiteLLM config file")
+    check.add_argument("file", help="litellm_config.yaml")
     args = parser.parse_args(argv)
     try:
+        if args.command == "check-config":
+            return _check_config(args)
         return _count(args) if args.command == "count" else _trim(args)
     except ContextBudgetError as exc:
         _print({"error": {"type": "invalid_request_error", "code": exc.code, "message": str(exc), "facts": exc.facts}})
