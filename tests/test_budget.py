@@ -26,8 +26,9 @@ def test_request_max_tokens_is_the_reserve():
     assert budget.budget == 200_000 - 64_000 - 10_000
 
 
-def test_requested_output_tokens_prefers_max_completion_tokens():
+def test_requested_output_tokens_takes_the_largest_value_sent():
     assert requested_output_tokens({"max_tokens": 10, "max_completion_tokens": 20}) == 20
+    assert requested_output_tokens({"max_tokens": 100_000, "max_completion_tokens": 1}) == 100_000
     assert requested_output_tokens({"max_tokens": "lots"}) is None
     assert requested_output_tokens({"max_tokens": True}) is None
     assert requested_output_tokens({}) is None

@@ -83,13 +83,42 @@ def test_team_id_wins_over_alias_when_both_are_configured():
     assert resolved.policy.budget.max_input_tokens == 1000
 
 
-def test_admin_metadata_layers_are_strongest():
+def test_metadata_layers_only_tighten_by_default():
+    config = layers(teams={"ml": {"max_input_tokens": 20_000}}, mode="shadow")
+    resolved = config.resolve(model_group="m", team_alias="ml")
+    team_meta = load_metadata_layer({"max_input_tokens": 9000, "mode": "enforce", "target_ratio": 0.5},
+                                    where="team metadata")
+    resolved = config.with_metadata(resolved, team_meta, label="team_metadata", trust=False)
+    loosen = load_metadata_layer({"max_input_tokens": 50_000, "mode": "off", "fail_mode": "open"}, where="key metadata")
+    resolved = config.with_metadata(resolved, loosen, label="key_metadata", trust=False)
+    assert resolved.policy.budget.max_input_tokens == 9000 and resolved.policy.mode == "enforce"
+    assert resolved.policy.trim.target_ratio == 0.9  # not a tightening setting: ignored
+    assert resolved.sources == ("config", "teams[ml]", "team_metadata")
+    assert set(resolved.ignored_metadata_settings) == {
+        "team_metadata.target_ratio", "key_metadata.max_input_tokens", "key_metadata.mode", "key_metadata.fail_mode"}
+
+
+def test_trusted_metadata_applies_fully_and_a_conflicting_layer_is_skipped_with_a_warning():
     config = layers(teams={"ml": {"max_input_tokens": 20_000}})
-    team_meta = load_metadata_layer({"max_input_tokens": 9000, "mode": "shadow"}, where="team metadata")
-    key_meta = load_metadata_layer({"max_input_tokens": 8000}, where="key metadata")
-    resolved = config.resolve(model_group="m", team_alias="ml", team_metadata_layer=team_meta, key_metadata_layer=key_meta)
-    assert resolved.policy.budget.max_input_tokens == 8000 and resolved.policy.mode == "shadow"
-    assert resolved.sources[-2:] == ("team_metadata", "key_metadata")
+    resolved = config.resolve(model_group="m", team_alias="ml")
+    trusted = config.with_metadata(resolved, {"max_input_tokens": 50_000, "mode": "off"}, label="key_metadata", trust=True)
+    assert trusted.policy.budget.max_input_tokens == 50_000 and trusted.policy.mode == "off"
+    conflicting = config.with_metadata(resolved, {"output_reserve_min": 5000, "output_reserve_max": 10},
+                                       label="key_metadata", trust=True)
+    assert conflicting.policy == resolved.policy and "key_metadata ignored" in conflicting.warnings[0]
+
+
+def test_model_override_follows_router_aliases():
+    config = layers(models={"big": {"max_input_tokens": 2000}})
+    resolved = config.resolve(model_group="big-alias", routed_groups=("big",))
+    assert resolved.policy.budget.max_input_tokens == 2000 and resolved.sources == ("config", "models[big]")
+
+
+def test_conflicting_overrides_from_different_sections_stop_start_up():
+    with pytest.raises(PolicyError, match=r"models\[g\] with teams\[t\]: output reserve bounds"):
+        load_settings({"models": {"g": {"output_reserve_min": 3000}}, "teams": {"t": {"output_reserve_max": 2000}}})
+    # the same settings that never meet (two teams) are fine
+    load_settings({"teams": {"a": {"output_reserve_min": 3000}, "b": {"output_reserve_max": 2000}}})
 
 
 def test_bad_admin_metadata_names_where_it_is():
@@ -101,10 +130,13 @@ def test_bad_admin_metadata_names_where_it_is():
 
 def test_client_cap_only_tightens():
     config = layers(max_input_tokens=10_000)
-    assert config.resolve(model_group="m", client_max_input_tokens=4000).policy.budget.max_input_tokens == 4000
-    loosened = config.resolve(model_group="m", client_max_input_tokens=50_000)
-    assert loosened.policy.budget.max_input_tokens == 10_000 and loosened.client_max_input_tokens is None
-    uncapped = layers().resolve(model_group="m", client_max_input_tokens=50_000)
+    tightened = config.resolve(model_group="m").with_client_cap(4000)
+    assert tightened.policy.budget.max_input_tokens == 4000 and tightened.client_cap_applied
+    loosened = config.resolve(model_group="m").with_client_cap(50_000, ("metadata.budget_hook.mode",))
+    assert loosened.policy.budget.max_input_tokens == 10_000
+    assert loosened.client_max_input_tokens == 50_000 and not loosened.client_cap_applied
+    assert loosened.ignored_client_settings == ("metadata.budget_hook.mode",)
+    uncapped = layers().resolve(model_group="m").with_client_cap(50_000)
     assert uncapped.policy.budget.max_input_tokens == 50_000 and "client_cap" in uncapped.sources
 
 
@@ -121,9 +153,9 @@ def test_no_client_cap_ever_loosens_the_operator_policy(base, team, key, client)
     if key:
         raw["keys"] = {"k": {"max_input_tokens": key}}
     config = load_settings(raw).layers
-    operator = config.resolve(model_group="m", team_alias="t", key_alias="k").policy.budget.max_input_tokens
-    effective = config.resolve(model_group="m", team_alias="t", key_alias="k",
-                               client_max_input_tokens=client).policy.budget.max_input_tokens
+    resolved = config.resolve(model_group="m", team_alias="t", key_alias="k")
+    operator = resolved.policy.budget.max_input_tokens
+    effective = resolved.with_client_cap(client).policy.budget.max_input_tokens
     if operator is not None:
         assert effective is not None and effective <= operator
     if client is not None:

@@ -31,7 +31,12 @@ def make_plugin(window: int | None = 4000, **settings) -> BudgetHookPlugin:
 
 
 def run_hook(plugin, data, user=None, call_type="acompletion"):
+    data.setdefault("litellm_call_id", f"call-{id(data)}")  # the proxy sets it before the hooks run
     return asyncio.run(plugin.async_pre_call_hook(user or UserAPIKeyAuth(), None, data, call_type))
+
+
+def headers_for(plugin, data):
+    return asyncio.run(plugin.async_post_call_response_headers_hook(data, UserAPIKeyAuth(), None))
 
 
 def long_chat(turns=10, words=120, marker="") -> dict:
@@ -40,7 +45,7 @@ def long_chat(turns=10, words=120, marker="") -> dict:
         messages += [{"role": "user", "content": f"q{turn} " + "lorem ipsum " * words},
                      {"role": "assistant", "content": f"a{turn} " + "dolor sit " * words}]
     messages.append({"role": "user", "content": f"last {marker}"})
-    return {"model": "g", "messages": messages, "metadata": {"client": "x"}}
+    return {"model": "g", "messages": messages, "metadata": {"client": "x"}, "litellm_call_id": f"call-{marker}{turns}"}
 
 
 def test_fitting_request_is_forwarded_as_the_same_object_with_the_decision_recorded():
@@ -146,6 +151,14 @@ def inject_fault(monkeypatch):
     monkeypatch.setattr(proxy_module, "decide_chat", broken)
 
 
+def test_records_are_bounded(monkeypatch):
+    monkeypatch.setattr(proxy_module, "RECORDS_KEPT", 5)
+    plugin = make_plugin()
+    for _ in range(20):
+        run_hook(plugin, {"model": "g", "messages": [{"role": "user", "content": "hi"}]})
+    assert len(plugin._records) == 5
+
+
 def test_internal_fault_fails_open_by_default(monkeypatch, caplog):
     inject_fault(monkeypatch)
     data = long_chat()
@@ -165,14 +178,83 @@ def test_internal_fault_fails_closed_with_a_503(monkeypatch):
     assert caught.value.status_code == 503 and "fail closed" in caught.value.message
 
 
-def test_broken_admin_metadata_follows_fail_mode():
+def test_broken_admin_metadata_is_skipped_and_the_rest_enforced():
     user = UserAPIKeyAuth(metadata={"budget_hook": {"max_input_token": 5}})
     data = long_chat()
-    assert run_hook(make_plugin(), data, user=user) is None
-    assert "max_input_token: unknown setting" in data["metadata"]["budget_hook"]["error"]
+    out = run_hook(make_plugin(), data, user=user)
+    record = out["metadata"]["budget_hook"]
+    assert record["action"] == "trimmed"  # not fail-open: enforcement stays on
+    assert "key_metadata.budget_hook ignored" in record["warnings"][0] and "max_input_token" in record["warnings"][0]
+
+
+def test_key_metadata_cannot_switch_enforcement_off_unless_trusted():
+    user = UserAPIKeyAuth(key_alias="mine", metadata={"budget_hook": {"mode": "off", "max_input_tokens": 10**6}})
+    out = run_hook(make_plugin(max_input_tokens=5000), long_chat(), user=user)
+    record = out["metadata"]["budget_hook"]
+    assert record["action"] == "trimmed"
+    assert set(record["ignored_metadata_settings"]) == {"key_metadata.mode", "key_metadata.max_input_tokens"}
+    trusted = make_plugin(metadata_policy="trust")
+    assert run_hook(trusted, long_chat(), user=user) is None  # mode off, set by a trusted admin
+    ignored = make_plugin(metadata_policy="ignore")
+    user = UserAPIKeyAuth(metadata={"budget_hook": {"max_input_tokens": 900}})
+    assert run_hook(ignored, long_chat(), user=user)["metadata"]["budget_hook"]["budget"]["budget"] == 3200
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "\u0663", "9" * 5000, "12.5", " ", "-1"])
+def test_odd_client_cap_headers_are_a_400_never_fail_open(value):
+    data = {**long_chat(turns=1), "proxy_server_request": {"headers": {"X-Budget-Max-Input-Tokens": value}}}
     with pytest.raises(BudgetHookHTTPError) as caught:
-        run_hook(make_plugin(fail_mode="closed"), long_chat(), user=user)
+        run_hook(make_plugin(), data)
+    assert caught.value.status_code == 400 and "x-budget-max-input-tokens" in caught.value.message
+    assert len(caught.value.message) < 300
+
+
+def test_client_cap_problems_do_not_block_in_shadow_or_off_mode():
+    bad = {"budget_hook": "x"}
+    assert run_hook(make_plugin(mode="off"), {**long_chat(), "metadata": bad}) is None
+    out = run_hook(make_plugin(mode="shadow"), {**long_chat(), "metadata": bad})
+    assert "client input ignored in shadow mode" in out["metadata"]["budget_hook"]["warnings"][0]
+
+
+def test_team_fail_mode_applies_even_when_the_fault_comes_early(monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected fault")
+    monkeypatch.setattr(proxy_module, "decide_chat", broken)
+    plugin = make_plugin(teams={"strict": {"fail_mode": "closed"}})
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        run_hook(plugin, long_chat(), user=UserAPIKeyAuth(team_alias="strict"))
     assert caught.value.status_code == 503
+
+
+def test_a_forged_record_in_client_metadata_never_reaches_headers_or_logs():
+    plugin = make_plugin()
+    forged = {"model": "g", "messages": [{"role": "user", "content": "hi"}], "litellm_call_id": "forged-1",
+              "litellm_metadata": {"budget_hook": {"action": "pass", "tokens_before": 1}}}
+    assert run_hook(plugin, forged, call_type="anthropic_messages") is None
+    assert headers_for(plugin, forged) is None
+    kwargs = {"litellm_call_id": "forged-1", "litellm_params": {"litellm_metadata": forged["litellm_metadata"]}}
+    assert log_records(plugin, "success", kwargs) == []
+
+
+def test_a_higher_client_cap_is_recorded_as_not_applied():
+    data = {**long_chat(), "metadata": {"budget_hook": {"max_input_tokens": 999_999, "mode": "off"}}}
+    record = run_hook(make_plugin(max_input_tokens=3000), data)["metadata"]["budget_hook"]
+    assert record["client_max_input_tokens"] == 999_999 and record["client_cap_applied"] is False
+    assert record["budget"]["budget"] == 3000
+    assert record["ignored_client_settings"] == ["metadata.budget_hook.mode"]
+
+
+def test_model_override_applies_through_a_router_alias():
+    plugin = make_plugin(models={"big": {"max_input_tokens": 1000}})
+    plugin.model_limits = lambda group: ModelLimits(4000, "test", "gpt-4o", routed_groups=("big",))
+    record = run_hook(plugin, {**long_chat(), "model": "big-alias"})["metadata"]["budget_hook"]
+    assert record["budget"]["budget"] == 1000 and "models[big]" in record["policy_sources"]
+
+
+def test_unknown_window_block_is_not_called_a_context_overflow():
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        run_hook(make_plugin(None, unknown_window="block"), long_chat(turns=1))
+    assert caught.value.code == "model_window_unknown" and "context_length_exceeded" not in caught.value.message
 
 
 def log_records(plugin, outcome, kwargs, response=None):
@@ -203,20 +285,24 @@ def test_success_and_failure_callbacks_emit_one_json_record_each():
     plugin = make_plugin()
     data = long_chat()
     out = run_hook(plugin, data)
-    kwargs = {"litellm_call_id": "call-1", "litellm_params": {"metadata": out["metadata"]}}
-    [success] = log_records(plugin, "success", kwargs, _Response())
-    assert success["event"] == "budget_hook.decision" and success["call_id"] == "call-1"
+    call_id = data["litellm_call_id"]
+    assert headers_for(plugin, data)["x-budget-decision"] == "trimmed"
+    # /v1/messages and /v1/responses failures carry metadata under litellm_metadata; the plugin reads its
+    # own record by call id either way.
+    failure_kwargs = {"litellm_call_id": call_id, "exception": ValueError("upstream said no"),
+                      "litellm_params": {"litellm_metadata": out["metadata"]}}
+    [failure] = log_records(plugin, "failure", failure_kwargs)
+    assert failure["outcome"] == "failure" and "upstream said no" in failure["error"]
+    kwargs = {"litellm_call_id": call_id, "litellm_params": {"metadata": out["metadata"]}}
+    [success] = log_records(plugin, "success", kwargs, _Response())  # a retry succeeded
+    assert success["event"] == "budget_hook.decision" and success["call_id"] == call_id
     assert success["provider_prompt_tokens"] == 1234
     assert success["estimated_prompt_tokens"] == out["metadata"]["budget_hook"]["tokens_after"]
     assert success["decision"]["dropped_turns"]
 
-    # /v1/messages and /v1/responses failures carry the metadata under litellm_metadata only
-    failure_kwargs = {"litellm_call_id": "call-2", "exception": ValueError("upstream said no"),
-                      "litellm_params": {"litellm_metadata": out["metadata"]}}
-    [failure] = log_records(plugin, "failure", failure_kwargs)
-    assert failure["outcome"] == "failure" and "upstream said no" in failure["error"]
-    # a request the plugin did not see produces no record
-    assert log_records(plugin, "success", {"litellm_params": {"metadata": {}}}) == []
+    # after the final success the record is released; a request the plugin did not see produces none
+    assert log_records(plugin, "success", kwargs, _Response()) == []
+    assert log_records(plugin, "success", {"litellm_call_id": "other", "litellm_params": {"metadata": {}}}) == []
 
 
 def test_dropped_content_is_logged_only_when_asked():

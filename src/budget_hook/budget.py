@@ -76,18 +76,19 @@ class BudgetCheck:
 
 
 def requested_output_tokens(request: Mapping[str, Any]) -> int | None:
-    """The output allowance a request asks for (``max_completion_tokens`` wins over ``max_tokens``).
+    """The output allowance a request asks for: the largest of ``max_completion_tokens``, ``max_tokens``
+    and ``max_output_tokens`` present.
 
-    Returns None when absent; a value that is not a non-negative integer is left for the provider to
-    reject (we do not guess), except that it is reported as None here.
+    The largest, because which one reaches the provider depends on the provider mapping (LiteLLM maps
+    both to Anthropic's single ``max_tokens``), and reserving less than what is sent would let input +
+    output overflow the window. Returns None when absent; a value that is not a non-negative integer is
+    left for the provider to reject (we do not guess), and is reported as None here.
     """
-    for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
-        value = request.get(key)
-        if isinstance(value, bool):
-            continue
-        if isinstance(value, int) and value >= 0:
-            return value
-    return None
+    values = [
+        value for key in ("max_completion_tokens", "max_tokens", "max_output_tokens")
+        if isinstance(value := request.get(key), int) and not isinstance(value, bool) and value >= 0
+    ]
+    return max(values) if values else None
 
 
 def compute_budget(window: int, *, requested_output_tokens: int | None = None, policy: BudgetPolicy = BudgetPolicy()) -> Budget:

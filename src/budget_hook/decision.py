@@ -13,7 +13,7 @@ the original request forwarded; ``skipped`` when the mode is off.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from .budget import compute_budget, requested_output_tokens
@@ -35,6 +35,8 @@ class ModelLimits:
     counting_model: str
     base_model: str | None = None
     deployments: int = 0
+    #: the group names the request routes to (differs from the requested name for a router alias)
+    routed_groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,10 @@ class BlockReason:
 
     @property
     def code(self) -> str:
-        return "invalid_request" if self.kind == "malformed" else "context_length_exceeded"
+        # Only a real overflow says context_length_exceeded: agent frameworks react to it by compacting
+        # and retrying, which cannot help a malformed request or a model whose window nobody knows.
+        return {"malformed": "invalid_request", "unknown_window": "model_window_unknown"}.get(
+            self.kind, "context_length_exceeded")
 
 
 @dataclass(frozen=True)
@@ -100,8 +105,11 @@ class Decision:
         }
         if self.resolved.client_max_input_tokens is not None:
             record["client_max_input_tokens"] = self.resolved.client_max_input_tokens
+            record["client_cap_applied"] = self.resolved.client_cap_applied
         if self.resolved.ignored_client_settings:
             record["ignored_client_settings"] = list(self.resolved.ignored_client_settings)
+        if self.resolved.ignored_metadata_settings:
+            record["ignored_metadata_settings"] = list(self.resolved.ignored_metadata_settings)
         if self.report:
             report = self.report.as_dict()
             record.update(
@@ -121,8 +129,9 @@ class Decision:
                 record["budget"] = {k: self.block.facts[k] for k in
                                     ("window", "output_reserve", "output_reserve_source", "safety_margin", "cap", "budget")
                                     if k in self.block.facts}
-        if self.warnings:
-            record["warnings"] = list(self.warnings)
+        warnings = list(self.resolved.warnings) + list(self.warnings)
+        if warnings:
+            record["warnings"] = warnings
         return record
 
 
@@ -155,8 +164,7 @@ def decide_chat(
             )
             block = BlockReason("unknown_window", message, {"model_group": model_group})
             return Decision(action=_shadowed("blocked", policy.mode), limits=limits, block=block, **common)
-        limits = ModelLimits(policy.default_max_input_tokens, "policy default (window unknown)", limits.counting_model,
-                             limits.base_model, limits.deployments)
+        limits = replace(limits, window=policy.default_max_input_tokens, source="policy default (window unknown)")
         warnings.append(f"context window of {model_group!r} unknown; assumed default_max_input_tokens="
                         f"{policy.default_max_input_tokens}")
 

@@ -26,9 +26,11 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 import traceback
+from collections import OrderedDict
 from typing import Any, Mapping
 
 import litellm
@@ -37,6 +39,7 @@ from litellm.integrations.custom_logger import CustomLogger
 
 from .counting import TokenCounter
 from .decision import Decision, ModelLimits, decide_chat
+from .policy import ResolvedPolicy
 from .errors import PolicyError
 from .model_limits import lookup_max_input_tokens
 from .models import resolve_tokenizer
@@ -50,6 +53,9 @@ CHAT_CALL_TYPES = frozenset({"acompletion", "completion"})
 #: the request key LiteLLM reads hook metadata from, per call type (see the integration notes)
 _LITELLM_METADATA_CALL_TYPES = frozenset({"anthropic_messages", "aresponses", "responses"})
 CLIENT_CAP_HEADER = "x-budget-max-input-tokens"
+#: decision records kept per worker until their request's log callback ran (bounded: a callback may
+#: never come, e.g. for a client that disconnects)
+RECORDS_KEPT = 4096
 #: how long a model group's window is reused before asking the router again (upstream discovery and
 #: model edits through the admin API change it at run time)
 LIMITS_TTL_SECONDS = 60.0
@@ -116,27 +122,39 @@ class BudgetHookPlugin(CustomLogger):
         self.settings = settings
         self._limits_cache: dict[str, tuple[float, ModelLimits]] = {}
         self._counters: dict[tuple[str, str | None], TokenCounter] = {}
+        self._records: OrderedDict[str, dict[str, Any]] = OrderedDict()
         if settings.log_to_stderr:
             _install_stderr_handler()
+        elif logger.level == logging.NOTSET:
+            # Records are INFO; without this they would stop at the root logger's usual WARNING level.
+            logger.setLevel(logging.INFO)
 
     # --- pre-call: decide, record, trim or block ---------------------------------------------------
 
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: str) -> Any:
         if call_type not in CHAT_CALL_TYPES or not isinstance(data, dict):
             return None  # other endpoints: not budgeted yet, forwarded untouched
+        group = data.get("model")
+        if not isinstance(group, str) or not group:
+            return None  # no model group: the proxy itself answers this one
         key = metadata_key(call_type)
         fail_mode = self.settings.layers.base.get("fail_mode", "open")
         try:
-            resolved = self._resolve_policy(user_api_key_dict, data, key)
+            limits = self.model_limits(group)
+            # The operator's policy first (config, then admin metadata): it decides the mode and the
+            # fail mode before any client input is read, so no client input can reach fail-open.
+            resolved = self._operator_policy(user_api_key_dict, group, limits)
             fail_mode = resolved.policy.fail_mode
             if resolved.policy.mode == "off":
                 return None
-            group = data.get("model")
-            if not isinstance(group, str) or not group:
-                return None  # no model group: the proxy itself answers this one
-            limits = self.model_limits(group)
-            counter = self.counter(limits)
-            decision = decide_chat(data, model_group=group, limits=limits, resolved=resolved, counter=counter)
+            try:
+                resolved = resolved.with_client_cap(*_client_request(data, key))
+            except _ClientInputError as exc:
+                if resolved.policy.mode == "enforce":
+                    raise
+                resolved = resolved.with_warning(f"client input ignored in shadow mode: {exc}")
+            decision = decide_chat(data, model_group=group, limits=limits, resolved=resolved,
+                                   counter=self.counter(limits))
             record = self._record(decision, user_api_key_dict, data)
         except _ClientInputError as exc:
             raise BudgetHookHTTPError(400, f"budget_hook: {exc}", type="invalid_request_error",
@@ -144,7 +162,8 @@ class BudgetHookPlugin(CustomLogger):
         except Exception as exc:  # the plugin's own failure: never blame the client for it
             return self._internal_failure(exc, data, key, fail_mode, user_api_key_dict)
 
-        self._attach(data, key, record, decision)
+        self._remember(data, record)
+        self._attach(data, key, record)
         if decision.action == "blocked":
             raise self._block_error(decision)
         if decision.request is data:
@@ -153,28 +172,45 @@ class BudgetHookPlugin(CustomLogger):
         forwarded[key] = data[key]
         return forwarded
 
-    def _resolve_policy(self, user_api_key_dict: Any, data: Mapping[str, Any], key: str):
-        team_layer = key_layer = None
-        team_metadata = getattr(user_api_key_dict, "team_metadata", None) or {}
-        key_metadata = getattr(user_api_key_dict, "metadata", None) or {}
-        # Admin-set metadata is validated like the config; a broken one is the operator's error, so it
-        # goes through fail_mode rather than a client-facing 400 (PolicyError is not _ClientInputError).
-        if isinstance(team_metadata, Mapping) and SETTINGS_NAME in team_metadata:
-            team_layer = load_metadata_layer(team_metadata[SETTINGS_NAME], where="team metadata.budget_hook")
-        if isinstance(key_metadata, Mapping) and SETTINGS_NAME in key_metadata:
-            key_layer = load_metadata_layer(key_metadata[SETTINGS_NAME], where="key metadata.budget_hook")
-        client_cap, ignored = _client_request(data, key)
-        return self.settings.layers.resolve(
-            model_group=str(data.get("model") or ""),
+    def _operator_policy(self, user_api_key_dict: Any, group: str, limits: ModelLimits) -> ResolvedPolicy:
+        layers = self.settings.layers
+        resolved = layers.resolve(
+            model_group=group,
+            routed_groups=limits.routed_groups,
             team_id=getattr(user_api_key_dict, "team_id", None),
             team_alias=getattr(user_api_key_dict, "team_alias", None),
             key_alias=getattr(user_api_key_dict, "key_alias", None),
             key_hash=getattr(user_api_key_dict, "token", None),
-            team_metadata_layer=team_layer,
-            key_metadata_layer=key_layer,
-            client_max_input_tokens=client_cap,
-            ignored_client_settings=ignored,
         )
+        if self.settings.metadata_policy == "ignore":
+            return resolved
+        trust = self.settings.metadata_policy == "trust"
+        for label, attribute in (("team_metadata", "team_metadata"), ("key_metadata", "metadata")):
+            metadata = getattr(user_api_key_dict, attribute, None)
+            if not isinstance(metadata, Mapping) or SETTINGS_NAME not in metadata:
+                continue
+            try:
+                layer = load_metadata_layer(metadata[SETTINGS_NAME], where=f"{label}.budget_hook")
+            except PolicyError as exc:
+                # Broken admin metadata must not switch enforcement off: skip that layer, keep the rest.
+                logger.warning(json.dumps({"event": "budget_hook.metadata_ignored", "error": str(exc),
+                                           "team_id": getattr(user_api_key_dict, "team_id", None),
+                                           "key_alias": getattr(user_api_key_dict, "key_alias", None)}))
+                resolved = resolved.with_warning(f"{label}.budget_hook ignored: {exc}")
+                continue
+            resolved = layers.with_metadata(resolved, layer, label=label, trust=trust)
+        return resolved
+
+    def _remember(self, data: Mapping[str, Any], record: dict[str, Any]) -> None:
+        """Keep the record by call id: headers and log callbacks read it from here, never from request
+        metadata, which a client can write (a forged record would otherwise reach headers and logs)."""
+        call_id = data.get("litellm_call_id")
+        if not isinstance(call_id, str):
+            return
+        self._records[call_id] = record
+        self._records.move_to_end(call_id)
+        while len(self._records) > RECORDS_KEPT:
+            self._records.popitem(last=False)
 
     def model_limits(self, group: str) -> ModelLimits:
         now = time.monotonic()
@@ -206,7 +242,7 @@ class BudgetHookPlugin(CustomLogger):
         return record
 
     @staticmethod
-    def _attach(data: dict, key: str, record: dict[str, Any], decision: Decision | None) -> None:
+    def _attach(data: dict, key: str, record: dict[str, Any]) -> None:
         # A fresh metadata dict: the client's own metadata object is never mutated.
         metadata = dict(data.get(key) or {}) if isinstance(data.get(key), Mapping) else {}
         spend = dict(metadata.get("spend_logs_metadata") or {}) if isinstance(metadata.get("spend_logs_metadata"), Mapping) else {}
@@ -240,7 +276,8 @@ class BudgetHookPlugin(CustomLogger):
         logger.critical(json.dumps({"event": "budget_hook.internal_error", "call_id": data.get("litellm_call_id"),
                                     **record, "traceback": traceback.format_exc(limit=8)}, default=str))
         try:
-            self._attach(data, key, record, None)
+            self._remember(data, record)
+            self._attach(data, key, record)
         except Exception:  # pragma: no cover - metadata of an unexpected shape; forwarding matters more
             pass
         if fail_mode == "closed":
@@ -259,7 +296,7 @@ class BudgetHookPlugin(CustomLogger):
     async def async_post_call_response_headers_hook(self, data: dict, user_api_key_dict: Any, response: Any,
                                                     request_headers: Any = None, litellm_call_info: Any = None
                                                     ) -> dict[str, str] | None:
-        record = _find_record(data)
+        record = self._records.get(data.get("litellm_call_id")) if isinstance(data, Mapping) else None
         return decision_headers(record) if record else None
 
     async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
@@ -270,10 +307,11 @@ class BudgetHookPlugin(CustomLogger):
 
     def _log_outcome(self, outcome: str, kwargs: dict, response_obj: Any) -> None:
         try:
-            params = kwargs.get("litellm_params") or {}
-            record = _find_record(params)
+            call_id = kwargs.get("litellm_call_id")
+            # A success is final: forget the record. A failure may be followed by a retry's success.
+            record = self._records.pop(call_id, None) if outcome == "success" else self._records.get(call_id)
             if record is None:
-                return
+                return  # not a request this plugin decided on
             entry: dict[str, Any] = {
                 "event": "budget_hook.decision",
                 "outcome": outcome,
@@ -319,11 +357,17 @@ def _client_request(data: Mapping[str, Any], key: str) -> tuple[int | None, tupl
     return cap, tuple(ignored)
 
 
+_DECIMAL = re.compile(r"[0-9]{1,12}")
+
+
 def _positive_int(value: Any, where: str) -> int:
-    if isinstance(value, str) and value.strip().isdigit():
+    # ASCII digits only and a bounded length: str.isdigit() accepts "²" and int() then raises, and a
+    # 5,000-digit number exceeds int()'s limit; neither may escape as anything but a 400.
+    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise _ClientInputError(where, f"{where} must be a positive integer (a stricter input cap), got {value!r}")
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise _ClientInputError(where, f"{where} must be a positive integer (a stricter input cap), got {shown}")
     return value
 
 
@@ -368,13 +412,14 @@ def _lookup_limits(group: str) -> ModelLimits:
             return ModelLimits(window, f"model map: {group}", group)
         return ModelLimits(None, "unknown", group)
     counting_model, base_model = _most_conservative(backends)
+    routed = tuple(sorted({str(d.get("model_name")) for d in deployments if d.get("model_name")} - {group}))
     if len(windows) < len(deployments):
         # One deployment with an unknown window could be the smallest: treat the group as unknown.
         return ModelLimits(None, f"unknown for {len(deployments) - len(windows)} of {len(deployments)} deployments",
-                           counting_model, base_model, len(deployments))
+                           counting_model, base_model, len(deployments), routed)
     window, _ = min(windows)
     return ModelLimits(window, f"router: min over {len(deployments)} deployment(s)", counting_model, base_model,
-                       len(deployments))
+                       len(deployments), routed)
 
 
 def _most_conservative(backends: list[tuple[str, str | None]]) -> tuple[str, str | None]:
@@ -392,18 +437,6 @@ def _touched_content(decision: Decision, original: list) -> list[dict[str, Any]]
         {"index": a.index, "role": a.role, "action": a.action, "content": message_text(original[a.index])}
         for a in decision.report.actions if a.index < len(original) and isinstance(original[a.index], Mapping)
     ]
-
-
-def _find_record(container: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    if not isinstance(container, Mapping):
-        return None
-    for key in ("metadata", "litellm_metadata"):
-        metadata = container.get(key)
-        if isinstance(metadata, Mapping) and isinstance(metadata.get(SETTINGS_NAME), Mapping):
-            record = metadata[SETTINGS_NAME]
-            if "action" in record:
-                return dict(record)
-    return None
 
 
 def _provider_prompt_tokens(response_obj: Any, kwargs: Mapping[str, Any]) -> int | None:

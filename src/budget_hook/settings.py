@@ -59,13 +59,14 @@ class PolicyFields(BaseModel):
 
 class PluginSettingsModel(PolicyFields):
     log_to_stderr: StrictBool = True
+    metadata_policy: Literal["tighten", "trust", "ignore"] = "tighten"
     models: dict[str, PolicyFields] = Field(default_factory=dict)
     teams: dict[str, PolicyFields] = Field(default_factory=dict)
     keys: dict[str, PolicyFields] = Field(default_factory=dict)
 
 
 POLICY_FIELD_NAMES = tuple(PolicyFields.model_fields)
-_ALL_NAMES = POLICY_FIELD_NAMES + ("log_to_stderr", "models", "teams", "keys")
+_ALL_NAMES = POLICY_FIELD_NAMES + ("log_to_stderr", "metadata_policy", "models", "teams", "keys")
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,9 @@ class PluginSettings:
     layers: PolicyLayers = field(default_factory=PolicyLayers)
     #: emit the JSON decision records on stderr (the ``budget_hook`` logger has no handler otherwise)
     log_to_stderr: bool = True
+    #: team/key ``metadata.budget_hook``: ``tighten`` (only stricter settings apply), ``trust`` (all
+    #: apply: only admins can write that metadata on this gateway), ``ignore`` (not read)
+    metadata_policy: str = "tighten"
 
 
 def _explain(exc: ValidationError, root: str) -> str:
@@ -113,7 +117,7 @@ def load_settings(raw: Mapping[str, Any] | None, *, root: str = SETTINGS_PATH) -
         layers.validate()
     except PolicyError as exc:
         raise PolicyError(f"invalid budget_hook settings: {root}.{exc}") from None
-    return PluginSettings(layers=layers, log_to_stderr=model.log_to_stderr)
+    return PluginSettings(layers=layers, log_to_stderr=model.log_to_stderr, metadata_policy=model.metadata_policy)
 
 
 def load_metadata_layer(raw: Any, *, where: str) -> dict[str, Any]:

@@ -92,7 +92,7 @@ def proxy(workdir, upstream):
     folder = workdir / "proxy"
     config = write_config(folder, proxy_config(upstream.port, BUDGET_HOOK_SETTINGS))
     standard_log = folder / "standard_logging.jsonl"
-    process = start_proxy(config, env={"E2E_STANDARD_LOG": str(standard_log)})
+    process = start_proxy(config, log_dir=folder, env={"E2E_STANDARD_LOG": str(standard_log)})
     process.extra["standard_log"] = standard_log
     yield process
     process.stop()

@@ -102,11 +102,13 @@ def upstream_payloads(upstream: Process) -> list[dict]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def start_proxy(config_path: Path, *, timeout: float = 90.0, env: dict[str, str] | None = None,
+def start_proxy(config_path: Path, *, log_dir: Path, timeout: float = 90.0, env: dict[str, str] | None = None,
                 expect_failure: bool = False) -> Process:
-    """Start ``litellm --config`` on a free loopback port; wait for /health/liveliness (or for the exit)."""
+    """Start ``litellm --config`` on a free loopback port; wait for /health/liveliness (or for the exit).
+
+    The proxy's stderr goes to ``log_dir`` (a pytest temporary folder: never the repository)."""
     port = free_port()
-    stderr_path = config_path.parent / f"proxy-{port}.stderr"
+    stderr_path = log_dir / f"proxy-{port}.stderr"
     popen = subprocess.Popen(
         [LITELLM, "--config", str(config_path), "--host", "127.0.0.1", "--port", str(port), "--num_workers", "1"],
         stdout=subprocess.DEVNULL, stderr=stderr_path.open("w"), env=process_env(**(env or {})),

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
-def demo_proxy():
-    process = start_proxy(ROOT / "litellm_config.yaml")
+def demo_proxy(tmp_path_factory):
+    process = start_proxy(ROOT / "litellm_config.yaml", log_dir=tmp_path_factory.mktemp("demo"))
     yield process
     process.stop()
 

@@ -263,11 +263,15 @@ def test_team_override_caps_the_budget(proxy, upstream, key):
     assert record["team_id"] in ("team-7f3a", "team-by-id")
 
 
-def test_admin_metadata_on_team_and_key_applies(proxy, upstream):
+def test_admin_metadata_tightens_but_cannot_loosen(proxy, upstream):
     team = chat(proxy, filler_conversation(6, 30, "e2e-team-meta"), key="sk-team-meta")
     assert team.status_code == 200 and team.headers["x-budget-input-budget"] == "1000"
-    key = chat(proxy, {"model": "small", "messages": [{"role": "user", "content": "e2e-key-meta"}]}, key="sk-meta-shadow")
-    assert key.headers["x-budget-mode"] == "shadow"
+    # Key metadata asking for shadow mode is looser than the config's enforce: ignored and reported
+    # (LiteLLM lets non-admin users write their own keys' metadata; metadata_policy: trust allows it).
+    key = chat(proxy, filler_conversation(10, 60, "e2e-key-meta"), key="sk-meta-shadow")
+    assert key.headers["x-budget-mode"] == "enforce" and key.headers["x-budget-decision"] == "trimmed"
+    record = wait_for_record(proxy, key.headers["x-litellm-call-id"])
+    assert record["decision"]["ignored_metadata_settings"] == ["key_metadata.mode"]
 
 
 def test_key_override_pins_the_first_user_message(proxy, upstream):
@@ -292,8 +296,10 @@ def test_client_cannot_loosen_policy_but_may_tighten_it(proxy, upstream):
     assert tightened.status_code == 200 and tightened.headers["x-budget-input-budget"] == "800"
     assert int(tightened.headers["x-budget-tokens-after"]) <= 800
 
-    bad = chat(proxy, filler_conversation(2, 5, "e2e-bad-cap"), headers={"x-budget-max-input-tokens": "lots"})
-    assert bad.status_code == 400 and "x-budget-max-input-tokens" in bad.json()["error"]["message"]
+    for value in ("lots", "\u00b2".encode("latin-1"), "9" * 5000):  # "²" passes str.isdigit() but not int()
+        bad = chat(proxy, filler_conversation(2, 5, "e2e-bad-cap"), headers={"x-budget-max-input-tokens": value})
+        assert bad.status_code == 400 and "x-budget-max-input-tokens" in bad.json()["error"]["message"]
+    assert payloads_for(upstream, "e2e-bad-cap") == []
 
 
 def test_failure_record_of_a_trimmed_request_carries_the_dropped_turns(proxy, upstream):
@@ -312,11 +318,12 @@ def test_malformed_messages_get_a_400_naming_the_field(proxy, upstream):
     assert "messages[0].content" in response.json()["error"]["message"]
 
 
-def test_misconfigured_admin_metadata_fails_open_and_is_logged_critical(proxy, upstream):
-    response = chat(proxy, {"model": "small", "messages": [{"role": "user", "content": "e2e-bad-meta"}]}, key="sk-bad-meta")
-    assert response.status_code == 200  # fail_mode: open (the default)
-    assert response.headers["x-budget-decision"] == "error"
-    assert "max_input_token: unknown setting" in proxy.stderr()
+def test_misconfigured_admin_metadata_is_skipped_and_the_rest_enforced(proxy, upstream):
+    response = chat(proxy, filler_conversation(10, 60, "e2e-bad-meta"), key="sk-bad-meta")
+    assert response.status_code == 200
+    assert response.headers["x-budget-decision"] == "trimmed"  # enforcement stays on
+    record = wait_for_record(proxy, response.headers["x-litellm-call-id"])
+    assert "key_metadata.budget_hook.max_input_token: unknown setting" in record["decision"]["warnings"][0]
 
 
 def test_broken_policy_stops_start_up_with_a_clear_message(workdir, upstream):
@@ -324,7 +331,7 @@ def test_broken_policy_stops_start_up_with_a_clear_message(workdir, upstream):
                 "output_reserve_max": 100}
     config = write_config(workdir / "broken", proxy_config(upstream.port, settings))
 
-    process = start_proxy(config, expect_failure=True, timeout=90)
+    process = start_proxy(config, log_dir=config.parent, expect_failure=True, timeout=90)
 
     assert process.popen.returncode != 0
     stderr = process.stderr()
@@ -335,6 +342,6 @@ def test_broken_policy_stops_start_up_with_a_clear_message(workdir, upstream):
 def test_inconsistent_policy_stops_start_up(workdir, upstream):
     config = write_config(workdir / "inconsistent", proxy_config(upstream.port, {
         "teams": {"ml": {"output_reserve_min": 900, "output_reserve_max": 100}}}))
-    process = start_proxy(config, expect_failure=True, timeout=90)
+    process = start_proxy(config, log_dir=config.parent, expect_failure=True, timeout=90)
     assert process.popen.returncode != 0
     assert "teams[ml]: output reserve bounds must satisfy 0 <= min <= max" in process.stderr()
