@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError
-from budget_hook.structure import latest_turn_start, pairing_problems
+from budget_hook.structure import latest_turn_start, pairing_problems, split_turns
 from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, trim_request
 from .conftest import CONVERSATIONS, conversation_request
 
@@ -69,13 +69,15 @@ policies = st.builds(
     edit_latest_turn_history=st.booleans(),
     tool_result_keep_chars=st.sampled_from([0, 100, 500]),
     tool_result_min_chars=st.sampled_from([0, 200, 1000]),
+    drop_old_images=st.booleans(),
 )
 
 
-def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy):
+def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy, protected=(), no_edit=()):
     """Trim and assert every documented invariant; returns the result (None if it raised)."""
     try:
-        result = trim_request(original, counter=COUNTER, budget=budget, policy=policy)
+        result = trim_request(original, counter=COUNTER, budget=budget, policy=policy, protected=protected,
+                              no_edit=no_edit)
     except CannotFitError as exc:
         assert original == snapshot  # not mutated, even on failure
         assert exc.facts["tokens_after_trimming"] > budget.budget
@@ -125,6 +127,18 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy)
     if policy.keep_recent_tool_results:
         for index in results[-policy.keep_recent_tool_results:]:
             assert index not in edited
+    # Protected messages are kept verbatim, and so is every message of a turn holding one;
+    # no_edit messages are never rewritten; images are only removed before the latest turn.
+    for index in protected:
+        assert index in kept and index not in edited
+    for turn in split_turns(before):
+        if any(i in protected for i in turn.indexes):
+            assert not any(i in dropped for i in turn.indexes)
+    for index in no_edit:
+        assert index not in edited
+    for action in report.actions:
+        if action.action == "images_removed":
+            assert policy.drop_old_images and action.index < start
     # Error results are never compacted.
     for action in report.actions:
         if action.action == "compacted":
@@ -135,6 +149,8 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy)
     if first_non_system(before) == "user":
         assert first_non_system(after) == "user"
     # Idempotent: trimming the result again changes nothing.
+    if protected or no_edit:
+        return result  # indexes refer to the original; re-trimming would need them remapped
     again = trim_request(trimmed, counter=COUNTER, budget=budget, policy=policy)
     assert again.request is trimmed and not again.report.changed
     return result
@@ -146,6 +162,19 @@ def test_invariants_on_generated_conversations(request, fraction, policy):
     total = COUNTER.count_request(request).total
     snapshot = copy.deepcopy(request)
     check_invariants(request, snapshot, budget_of(max(1, int(total * fraction))), policy)
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(conversations(), st.floats(0.05, 1.2), policies, st.data())
+def test_invariants_with_a_protected_prefix_and_uneditable_messages(request, fraction, policy, data):
+    """What the native shapes rely on: a prompt-cache prefix (protected) and signed-thinking messages (no_edit)."""
+    total = COUNTER.count_request(request).total
+    count = len(request["messages"])
+    prefix = data.draw(st.integers(0, count), label="protected prefix")
+    no_edit = data.draw(st.sets(st.integers(0, count - 1), max_size=count), label="no_edit")
+    snapshot = copy.deepcopy(request)
+    check_invariants(request, snapshot, budget_of(max(1, int(total * fraction))), policy,
+                     protected=range(prefix), no_edit=no_edit)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

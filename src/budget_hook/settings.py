@@ -55,6 +55,7 @@ class PolicyFields(BaseModel):
     assistant_keep_chars: Optional[int] = _NonNegativeInt
     assistant_min_chars: Optional[int] = _NonNegativeInt
     edit_latest_turn_history: Optional[StrictBool] = None
+    drop_old_images: Optional[StrictBool] = None
 
 
 class PluginSettingsModel(PolicyFields):

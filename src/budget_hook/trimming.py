@@ -37,7 +37,7 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 from .budget import Budget
 from .counting import TokenCounter, canonical_json
@@ -45,6 +45,7 @@ from .errors import CannotFitError, PolicyError
 from .structure import PROTECTED_ROLES, latest_turn_start, split_turns
 
 COMPACTED_MARKER = "[budget_hook: tool result compacted"
+IMAGE_REMOVED_MARKER = "[budget_hook: image removed"
 SHORTENED_MARKER = "[budget_hook: message shortened"
 _ERROR_RESULT = re.compile(r"^\s*(error|exception|traceback|failed|failure)\b", re.IGNORECASE)
 
@@ -64,6 +65,9 @@ class TrimPolicy:
     assistant_keep_chars: int = 1000
     assistant_min_chars: int = 2000
     edit_latest_turn_history: bool = True
+    #: step 0, off by default: replace images older than the latest turn with a short placeholder
+    #: before anything else (screenshots are often the largest thing in an agent's history)
+    drop_old_images: bool = False
 
     def __post_init__(self) -> None:
         if not 0 < self.target_ratio <= 1:
@@ -78,7 +82,7 @@ class TrimPolicy:
 class MessageAction:
     """One message the trimmer touched. Indexes refer to the original request."""
 
-    action: str  # "compacted" | "dropped" | "shortened"
+    action: str  # "images_removed" | "compacted" | "dropped" | "shortened"
     index: int
     role: str
     turn: int
@@ -175,7 +179,12 @@ def trim_request(
     counter: TokenCounter,
     budget: Budget,
     policy: TrimPolicy = TrimPolicy(),
+    protected: Collection[int] = (),
+    no_edit: Collection[int] = (),
 ) -> TrimResult:
+    """``protected``: indexes never dropped or edited, and whose turn is never dropped (e.g. a provider
+    prompt-cache prefix). ``no_edit``: indexes that may leave with their whole turn but are never
+    rewritten (e.g. an assistant message carrying signed thinking blocks)."""
     count = counter.count_request(request)
     messages: list[Mapping[str, Any]] = request["messages"]
     target = min(budget.budget, math.floor(budget.budget * policy.target_ratio))
@@ -183,7 +192,10 @@ def trim_request(
         report = TrimReport(counter.model, count.method, False, count.total, count.total, budget, target)
         return TrimResult(request, report)
 
-    state = _TrimState(counter, messages, list(count.per_message), count.total, target, policy)
+    state = _TrimState(counter, messages, list(count.per_message), count.total, target, policy,
+                       frozenset(protected), frozenset(no_edit))
+    if policy.drop_old_images:
+        state.drop_old_images()
     if policy.compact_tool_results:
         state.compact_tool_results()
     if policy.drop_old_turns:
@@ -217,7 +229,9 @@ class _TrimState:
     """Bookkeeping for one trim: which messages live, their current versions and token counts."""
 
     def __init__(self, counter: TokenCounter, messages: list, tokens: list[int], total: int, target: int,
-                 policy: TrimPolicy) -> None:
+                 policy: TrimPolicy, protected: frozenset = frozenset(), no_edit: frozenset = frozenset()) -> None:
+        self.protected = protected
+        self.no_edit = no_edit
         self.counter = counter
         self.messages = messages
         self.tokens = tokens
@@ -250,13 +264,14 @@ class _TrimState:
         message = self.messages[index]
         return (
             message.get("role") in PROTECTED_ROLES
+            or index in self.protected
             or index == self.pinned
             or index == self.latest_start and message.get("role") == "user"
         )
 
     def editable(self, index: int) -> bool:
         """May steps 1 and 3 rewrite this message?"""
-        if self.never_touched(index) or not self.alive[index]:
+        if self.never_touched(index) or not self.alive[index] or index in self.no_edit:
             return False
         return not self.in_latest_turn(index) or self.policy.edit_latest_turn_history
 
@@ -264,6 +279,18 @@ class _TrimState:
         return self.total <= self.target
 
     # --- steps ---------------------------------------------------------------------------------------
+
+    def drop_old_images(self) -> None:
+        """Step 0: replace image parts of messages older than the latest turn with a placeholder."""
+        for index, message in enumerate(self.messages):
+            if self.fits() or self.in_latest_turn(index):
+                return
+            content = message.get("content")
+            if not self.editable(index) or not isinstance(content, list):
+                continue
+            replaced = [_image_placeholder(part) if _is_image(part) else part for part in content]
+            if sum(1 for part in content if _is_image(part)):
+                self._rewrite(index, {**message, "content": replaced}, "images_removed")
 
     def compact_tool_results(self) -> None:
         policy = self.policy
@@ -289,6 +316,8 @@ class _TrimState:
         for turn in self.turns[:-1]:
             if self.fits():
                 return
+            if any(i in self.protected for i in turn.indexes):
+                continue  # a turn is dropped whole or not at all: partial drops could orphan tool results
             droppable = [i for i in turn.indexes if self.alive[i] and not self.never_touched(i)]
             if not droppable:
                 continue
@@ -319,14 +348,15 @@ class _TrimState:
         if new_tokens >= self.tokens[index]:
             return  # would not save anything: leave the message as it is
         original = self.messages[index]
+        earlier = self.actions.get(index)  # a message edited twice reports its original size
         self.actions[index] = MessageAction(
             action=action,
             index=index,
             role=original["role"],
             turn=self.turn_of[index],
-            tokens_before=self.tokens[index],
+            tokens_before=earlier.tokens_before if earlier else self.tokens[index],
             tokens_after=new_tokens,
-            chars_before=_content_chars(self.edited.get(index, original)),
+            chars_before=_content_chars(original),
             chars_after=_content_chars(new_message),
             content_hash=content_hash(original),
             tool_call_id=original.get("tool_call_id"),
@@ -377,6 +407,17 @@ class _TrimState:
         sizes["tool_definitions"] = tools_tokens
         sizes["request_overhead"] = fixed_tokens - tools_tokens
         return sizes
+
+
+_IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
+
+
+def _is_image(part: Any) -> bool:
+    return isinstance(part, Mapping) and part.get("type") in _IMAGE_PART_TYPES
+
+
+def _image_placeholder(part: Mapping[str, Any]) -> dict[str, str]:
+    return {"type": "text", "text": f"{IMAGE_REMOVED_MARKER} by the gateway to fit the context budget]"}
 
 
 def _cannot_fit(model: str, budget: Budget, before: int, after: int, protected: Mapping[str, int]) -> CannotFitError:
