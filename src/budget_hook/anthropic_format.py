@@ -99,7 +99,8 @@ def _current_turn_start(messages: list) -> int:
     return 0
 
 
-def _convert_message(message: Any, where: str, *, keep_thinking: bool = True) -> list[dict[str, Any]]:
+def _convert_message(message: Any, where: str, *, keep_thinking: bool = True,
+                     inline_tool_images: bool = False) -> list[dict[str, Any]]:
     if not isinstance(message, Mapping):
         raise MalformedRequestError(where, "expected an object")
     role = message.get("role")
@@ -136,8 +137,17 @@ def _convert_message(message: Any, where: str, *, keep_thinking: bool = True) ->
             )
         elif kind == "tool_result":
             text, images = _tool_result_content(block.get("content"), block_where)
-            tool_messages.append({"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")), "content": text})
-            trailing_images.extend(images)
+            tool_message: dict[str, Any] = {"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")),
+                                            "content": text}
+            if block.get("is_error") is True:
+                tool_message["is_error"] = True
+            if inline_tool_images and images:
+                # The trimming view keeps a result's images inside its tool message, so the result stays
+                # one unit (a separate user message would look like the start of a new turn).
+                tool_message["content"] = [{"type": "text", "text": text}, *images]
+            else:
+                trailing_images.extend(images)
+            tool_messages.append(tool_message)
         elif kind in ("thinking", "redacted_thinking") and not keep_thinking:
             continue
         elif kind == "thinking":

@@ -92,11 +92,14 @@ class MessageAction:
     chars_after: int
     content_hash: str
     tool_call_id: str | None = None
+    #: native shapes: the content block (Anthropic) within message ``index`` this action is about
+    block: int | None = None
 
     def as_dict(self) -> dict[str, Any]:
         data = {k: getattr(self, k) for k in self.__dataclass_fields__}
-        if self.tool_call_id is None:
-            del data["tool_call_id"]
+        for optional in ("tool_call_id", "block"):
+            if data[optional] is None:
+                del data[optional]
         return data
 
 
@@ -112,6 +115,9 @@ class TrimReport:
     actions: tuple[MessageAction, ...] = ()
     dropped_turns: tuple[int, ...] = ()
     protected_tokens: Mapping[str, int] = field(default_factory=dict)
+    #: native shapes: facts about the request's own structure (a prompt-cache prefix that had to be
+    #: rewritten, history held by the server that the gateway cannot see...)
+    notes: tuple[str, ...] = ()
 
     @property
     def dropped(self) -> tuple[MessageAction, ...]:
@@ -129,6 +135,7 @@ class TrimReport:
             "dropped_turns": list(self.dropped_turns),
             "actions": [a.as_dict() for a in self.actions],
             "protected_tokens": dict(self.protected_tokens),
+            **({"notes": list(self.notes)} if self.notes else {}),
         }
 
 
