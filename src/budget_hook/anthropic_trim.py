@@ -243,7 +243,8 @@ def anthropic_pairing_problems(messages: Any) -> list[str]:
     problems: list[str] = []
     if not isinstance(messages, list):
         return ["messages is not a list"]
-    if messages and (not isinstance(messages[0], Mapping) or messages[0].get("role") != "user"):
+    conversation = [m for m in messages if not (isinstance(m, Mapping) and m.get("role") == "system")]
+    if conversation and (not isinstance(conversation[0], Mapping) or conversation[0].get("role") != "user"):
         problems.append("the first message is not a user message")
     pending: set[str] = set()
     for index, message in enumerate(messages):
