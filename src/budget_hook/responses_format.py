@@ -1,0 +1,237 @@
+"""Count and trim an OpenAI ``/v1/responses`` request in its own format (pure; never mutates input).
+
+Contract: ``count_responses(body, counter)`` counts the request's input tokens;
+``trim_responses(body, counter=..., budget=..., policy=...)`` returns a ``TrimResult`` whose ``request`` is
+a ``/v1/responses`` body (the same object when it already fits) or raises ``CannotFitError``.
+
+As for ``/v1/messages``, the generic trimmer decides on a chat-shaped *view* with one view message per
+``input`` item, and its decisions are applied to the items:
+
+* ``instructions`` and ``system``/``developer`` messages are never touched; a turn starts at a ``user``
+  message item, so a ``function_call`` and its ``function_call_output`` (same turn) leave together;
+* ``reasoning`` items (possibly ``encrypted_content``) and items of built-in tools are never edited:
+  they stay or leave with their whole turn;
+* compacting keeps the ``function_call_output`` item and its ``call_id``; shortening rewrites an
+  assistant message's ``output_text``; ``drop_old_images`` turns old ``input_image`` parts into text.
+
+``input`` as a plain string is one user message (nothing to trim). With ``previous_response_id`` or
+``conversation`` the server adds history the gateway cannot see: what is present is counted, and the
+report's ``notes`` say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Mapping
+
+from .budget import Budget
+from .counting import TokenCounter, canonical_json
+from .errors import MalformedRequestError
+from .trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text, trim_request
+
+SERVER_HISTORY_NOTE = "server_side_history_not_counted"
+_ROLES = ("user", "assistant", "system", "developer")
+
+
+@dataclass(frozen=True)
+class _View:
+    request: dict[str, Any]
+    refs: tuple[int | None, ...]  # per view message: the input item index (None: instructions, string input)
+    no_edit: frozenset[int]
+
+
+def _part(part: Any, where: str) -> dict[str, Any]:
+    if isinstance(part, str):
+        return {"type": "text", "text": part}
+    if not isinstance(part, Mapping):
+        raise MalformedRequestError(where, f"expected a content part object, got {type(part).__name__}")
+    kind = part.get("type")
+    if kind in ("input_text", "output_text", "text", "summary_text", "reasoning_text"):
+        return {"type": "text", "text": str(part.get("text", ""))}
+    if kind == "refusal":
+        return {"type": "text", "text": str(part.get("refusal", ""))}
+    if kind == "input_image":
+        url = part.get("image_url") or (f"file:{part['file_id']}" if part.get("file_id") else "")
+        return {"type": "image_url", "image_url": {"url": str(url), "detail": part.get("detail", "auto")}}
+    if kind == "input_file":
+        file = {k: part[k] for k in ("file_data", "file_id", "filename") if k in part}
+        if "file_url" in part and "file_id" not in file:
+            file["file_id"] = str(part["file_url"])
+        return {"type": "file", "file": file}
+    if kind == "input_audio":
+        return {"type": "input_audio", "input_audio": part.get("input_audio", {})}
+    return {"type": "text", "text": canonical_json(part)}
+
+
+def _content(content: Any, where: str) -> str | list[dict[str, Any]]:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return [_part(part, f"{where}[{i}]") for i, part in enumerate(content)]
+    raise MalformedRequestError(where, f"expected a string or a list of content parts, got {type(content).__name__}")
+
+
+def _tool(tool: Any) -> dict[str, Any]:
+    if isinstance(tool, Mapping) and tool.get("type") == "function":
+        function = {"name": str(tool.get("name", "")), "parameters": tool.get("parameters") or {}}
+        if tool.get("description"):
+            function["description"] = str(tool["description"])
+        return {"type": "function", "function": function}
+    # Built-in tools (web_search, file_search, mcp, computer_use...): the model sees a definition.
+    name = str(tool.get("name") or tool.get("type") or "tool") if isinstance(tool, Mapping) else "tool"
+    return {"type": "function", "function": {"name": name, "description": canonical_json(tool)}}
+
+
+def build_view(body: Mapping[str, Any]) -> _View:
+    if not isinstance(body, Mapping):
+        raise MalformedRequestError("request", f"expected a JSON object, got {type(body).__name__}")
+    messages: list[dict[str, Any]] = []
+    refs: list[int | None] = []
+    no_edit: set[int] = set()
+    instructions = body.get("instructions")
+    if instructions is not None:
+        if not isinstance(instructions, str):
+            raise MalformedRequestError("instructions", f"expected a string, got {type(instructions).__name__}")
+        messages.append({"role": "system", "content": instructions})
+        refs.append(None)
+    items = body.get("input")
+    if isinstance(items, str):
+        messages.append({"role": "user", "content": items})
+        refs.append(None)
+        items = []
+    elif not isinstance(items, list):
+        raise MalformedRequestError("input", "missing, or not a string or a list of items")
+    for index, item in enumerate(items):
+        where = f"input[{index}]"
+        if not isinstance(item, Mapping):
+            raise MalformedRequestError(where, f"expected an item object, got {type(item).__name__}")
+        kind = item.get("type", "message")
+        if kind == "message":
+            role = item.get("role")
+            if role not in _ROLES:
+                raise MalformedRequestError(f"{where}.role", f"expected one of {', '.join(_ROLES)}, got {role!r}")
+            view = {"role": role, "content": _content(item.get("content"), f"{where}.content")}
+        elif kind == "function_call":
+            call = {"id": str(item.get("call_id", "")), "type": "function",
+                    "function": {"name": str(item.get("name", "")), "arguments": str(item.get("arguments", ""))}}
+            view = {"role": "assistant", "content": None, "tool_calls": [call]}
+        elif kind == "function_call_output":
+            output = item.get("output")
+            view = {"role": "tool", "tool_call_id": str(item.get("call_id", "")),
+                    "content": output if isinstance(output, str) else _content(output or "", f"{where}.output")}
+        elif kind == "reasoning":
+            summary = " ".join(str(s.get("text", "")) for s in item.get("summary") or [] if isinstance(s, Mapping))
+            hidden = str(item.get("encrypted_content") or "") + canonical_json(item.get("content") or "")
+            view = {"role": "assistant", "content": summary + hidden}
+            no_edit.add(len(messages))
+        else:
+            # Built-in tool calls and their outputs, item references...: counted as their JSON, never edited.
+            view = {"role": "assistant", "content": canonical_json(item)}
+            no_edit.add(len(messages))
+        messages.append(view)
+        refs.append(index)
+
+    request: dict[str, Any] = {"model": body.get("model"), "messages": messages}
+    tools = body.get("tools")
+    if isinstance(tools, list) and tools:
+        request["tools"] = [_tool(tool) for tool in tools]
+        choice = body.get("tool_choice")
+        if isinstance(choice, str):
+            request["tool_choice"] = choice
+        elif isinstance(choice, Mapping) and choice.get("type") == "function":
+            request["tool_choice"] = {"type": "function", "function": {"name": str(choice.get("name", ""))}}
+    text = body.get("text")
+    if isinstance(text, Mapping) and isinstance(text.get("format"), Mapping) and text["format"].get("type") == "json_schema":
+        request["response_format"] = {"type": "json_schema", "json_schema": {"schema": text["format"].get("schema")}}
+    return _View(request, tuple(refs), frozenset(no_edit))
+
+
+def _notes(body: Mapping[str, Any]) -> tuple[str, ...]:
+    return (SERVER_HISTORY_NOTE,) if body.get("previous_response_id") or body.get("conversation") else ()
+
+
+def count_responses(body: Mapping[str, Any], counter: TokenCounter) -> int:
+    return counter.count_request(build_view(body).request).total
+
+
+def trim_responses(
+    body: Mapping[str, Any],
+    *,
+    counter: TokenCounter,
+    budget: Budget,
+    policy: TrimPolicy = TrimPolicy(),
+) -> TrimResult:
+    view = build_view(body)
+    result = trim_request(view.request, counter=counter, budget=budget, policy=policy, no_edit=view.no_edit)
+    report = replace(result.report, notes=result.report.notes + _notes(body))
+    if not report.changed:
+        return TrimResult(body, report)
+    new_body = _apply(body, view, result)
+    actions = tuple(_native_action(action, view, body) for action in report.actions)
+    report = replace(report, tokens_after=count_responses(new_body, counter), actions=actions)
+    return TrimResult(new_body, report)
+
+
+def _apply(body: Mapping[str, Any], view: _View, result: TrimResult) -> dict[str, Any]:
+    actions = {action.index: action for action in result.report.actions}
+    kept = [i for i in range(len(view.refs)) if actions.get(i) is None or actions[i].action != "dropped"]
+    edited_views = dict(zip(kept, result.request["messages"]))
+    items = body["input"]
+    dropped: set[int] = set()
+    replaced: dict[int, dict[str, Any]] = {}
+    for view_index, action in actions.items():
+        item_index = view.refs[view_index]
+        if item_index is None:
+            continue
+        item = items[item_index]
+        if action.action == "dropped":
+            dropped.add(item_index)
+            continue
+        edited = edited_views[view_index]
+        if action.action == "compacted" and item.get("type") == "function_call_output":
+            replaced[item_index] = {**item, "output": message_text(edited)}
+        elif action.action == "shortened":
+            replaced[item_index] = {**item, "content": [{"type": "output_text", "text": message_text(edited)}]
+                                    if isinstance(item.get("content"), list) else message_text(edited)}
+        elif action.action == "images_removed" and isinstance(item.get("content"), list):
+            replaced[item_index] = {**item, "content": [
+                {"type": "input_text", "text": "[budget_hook: image removed by the gateway to fit the context budget]"}
+                if isinstance(part, Mapping) and part.get("type") == "input_image" else part
+                for part in item["content"]]}
+    new_items = [replaced.get(i, item) for i, item in enumerate(items) if i not in dropped]
+    return {**body, "input": new_items}
+
+
+def _native_action(action: MessageAction, view: _View, body: Mapping[str, Any]) -> MessageAction:
+    item_index = view.refs[action.index]
+    if item_index is None:  # pragma: no cover - instructions are never touched
+        return action
+    item = body["input"][item_index]
+    role = item.get("role") or item.get("type", "message")
+    return replace(action, index=item_index, role=str(role), content_hash=content_hash(item),
+                   tool_call_id=item.get("call_id") if isinstance(item.get("call_id"), str) else None)
+
+
+def responses_pairing_problems(items: Any) -> list[str]:
+    """A ``function_call_output`` whose ``call_id`` matches no earlier ``function_call``, or a call left
+    without output before the next user message (what the Responses API rejects)."""
+    if not isinstance(items, list):
+        return []
+    problems, calls, answered = [], {}, set()
+    for index, item in enumerate(items):
+        if not isinstance(item, Mapping):
+            continue
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            calls[str(item.get("call_id"))] = index
+        elif kind == "function_call_output":
+            call_id = str(item.get("call_id"))
+            if call_id not in calls:
+                problems.append(f"input[{index}]: function_call_output for {call_id} has no function_call")
+            answered.add(call_id)
+        elif kind == "message" and item.get("role") == "user":
+            for call_id in sorted(set(calls) - answered):
+                problems.append(f"input[{calls[call_id]}]: function_call {call_id} has no output")
+            calls, answered = {}, set()
+    return problems
+

@@ -1,0 +1,159 @@
+"""Native /v1/responses counting and trimming: items in, items out, same invariants."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from budget_hook.budget import BudgetPolicy, compute_budget
+from budget_hook.counting import TokenCounter
+from budget_hook.errors import CannotFitError, MalformedRequestError
+from budget_hook.responses_format import (SERVER_HISTORY_NOTE, build_view, count_responses, responses_pairing_problems,
+                                          trim_responses)
+from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy
+
+from .conftest import CONVERSATIONS, conversation_request
+
+GPT = TokenCounter.for_model("gpt-4o")
+NO_MARGIN = BudgetPolicy(safety_margin_ratio=0.0)
+
+
+def to_responses(chat: dict) -> dict:
+    """A chat conversation from tests/data as the Responses API input items a client would send."""
+    items, instructions = [], None
+    for message in chat["messages"]:
+        role, content = message["role"], message.get("content")
+        role = "user" if role == "function" else role  # legacy function results: no call id to answer
+        if role == "system" and instructions is None and not items:
+            instructions = content if isinstance(content, str) else json.dumps(content)
+            continue
+        if role == "tool":
+            items.append({"type": "function_call_output", "call_id": message["tool_call_id"],
+                          "output": content if isinstance(content, str) else json.dumps(content)})
+            continue
+        if content:
+            kind = "output_text" if role == "assistant" else "input_text"
+            parts = [{"type": "text", "text": content}] if isinstance(content, str) else content
+            converted = []
+            for part in parts:
+                if part.get("type") == "image_url":
+                    image = part["image_url"]
+                    url = image if isinstance(image, str) else image.get("url")
+                    converted.append({"type": "input_image", "image_url": url, "detail": "auto"})
+                elif "text" in part:
+                    converted.append({"type": kind, "text": part["text"]})
+            items.append({"type": "message", "role": role, "content": converted})
+        for call in message.get("tool_calls") or []:
+            items.append({"type": "function_call", "call_id": call["id"], "name": call["function"]["name"],
+                          "arguments": call["function"]["arguments"]})
+    body = {"model": "gpt-4o", "input": items, "max_output_tokens": 1000}
+    if instructions:
+        body["instructions"] = instructions
+    if chat.get("tools"):
+        body["tools"] = [{"type": "function", **t["function"]} for t in chat["tools"]]
+    return body
+
+
+REAL = [to_responses(conversation_request(path)) for path in CONVERSATIONS if "gemini3_01" not in path.stem]
+
+
+def budget_for(body, fraction):
+    total = count_responses(body, GPT)
+    return compute_budget(max(2, int(total * fraction)) + 1000, requested_output_tokens=1000, policy=NO_MARGIN)
+
+
+def check(body, budget, policy=TrimPolicy()):
+    snapshot = copy.deepcopy(body)
+    try:
+        result = trim_responses(body, counter=GPT, budget=budget, policy=policy)
+    except CannotFitError:
+        assert body == snapshot
+        return None
+    assert body == snapshot
+    if not result.report.changed:
+        assert result.request is body
+        return result
+    new = result.request
+    assert result.report.tokens_after == count_responses(new, GPT) <= budget.budget
+    if not responses_pairing_problems(body["input"]):
+        assert responses_pairing_problems(new["input"]) == []
+    assert {k: v for k, v in new.items() if k != "input"} == {k: v for k, v in body.items() if k != "input"}
+    users = [i for i, item in enumerate(body["input"]) if item.get("role") == "user"]
+    if users:
+        assert body["input"][users[-1]] in new["input"]
+    for item in body["input"]:
+        if item.get("type") == "reasoning" and item in new["input"]:
+            continue
+    for action in result.report.actions:
+        item = body["input"][action.index]
+        assert action.role == (item.get("role") or item.get("type"))
+    return result
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.sampled_from(REAL), st.floats(0.05, 1.1))
+def test_invariants_on_real_conversations_as_responses_items(body, fraction):
+    check(body, budget_for(body, fraction))
+
+
+def test_counts_match_the_chat_form_closely():
+    for path in CONVERSATIONS[:10]:
+        chat = conversation_request(path)
+        assert abs(count_responses(to_responses(chat), GPT) - GPT.count_request(chat).total) <= 0.05 * GPT.count_request(chat).total + 40
+
+
+def test_function_call_output_is_compacted_in_place():
+    chat = conversation_request(next(p for p in CONVERSATIONS if p.stem == "sweagent_03"))
+    body = to_responses(chat)
+    result = check(body, budget_for(body, 0.8))
+    compacted = [a for a in result.report.actions if a.action == "compacted"]
+    assert compacted
+    item = next(i for i in result.request["input"] if i.get("call_id") == compacted[0].tool_call_id
+                and i["type"] == "function_call_output")
+    assert COMPACTED_MARKER in item["output"]
+
+
+def test_reasoning_items_are_never_edited_and_travel_with_their_turn():
+    reasoning = {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "gAAAA" + "x" * 8000}
+    body = {"model": "o4-mini", "max_output_tokens": 500, "input": [
+        {"role": "user", "content": "first question " * 300},
+        reasoning,
+        {"type": "function_call", "call_id": "c1", "name": "search", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": "result " * 50},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "answer"}]},
+        {"role": "user", "content": "second question"},
+    ]}
+    result = check(body, budget_for(body, 0.3))
+    assert len(result.report.dropped_turns) == 1
+    assert all(item.get("type") != "reasoning" for item in result.request["input"])
+    assert responses_pairing_problems(result.request["input"]) == []
+
+
+def test_string_input_and_server_side_history_are_noted():
+    body = {"model": "gpt-4o", "input": "hello", "previous_response_id": "resp_123"}
+    result = trim_responses(body, counter=GPT, budget=compute_budget(128_000))
+    assert result.request is body and result.report.notes == (SERVER_HISTORY_NOTE,)
+    assert count_responses(body, GPT) == GPT.count_request({"messages": [{"role": "user", "content": "hello"}]}).total
+
+
+def test_old_images_become_text_when_asked():
+    image = {"type": "input_image", "image_url": "https://example.com/screenshot.png", "detail": "high"}
+    body = {"model": "gpt-4o", "input": [
+        {"role": "user", "content": [{"type": "input_text", "text": "look"}, image]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "I see a login form."}]},
+        {"role": "user", "content": "and now?"}]}
+    budget = budget_for(body, 0.5)
+    result = check(body, budget, TrimPolicy(drop_old_images=True, drop_old_turns=False))
+    assert [a.action for a in result.report.actions] == ["images_removed"]
+    assert "input_image" not in json.dumps(result.request)
+
+
+def test_malformed_items_name_the_field():
+    import pytest
+    with pytest.raises(MalformedRequestError, match=r"input\[0\]\.role"):
+        build_view({"input": [{"type": "message", "role": "robot", "content": "x"}]})
+    with pytest.raises(MalformedRequestError, match="input"):
+        build_view({"input": 42})
