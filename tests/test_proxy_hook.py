@@ -102,7 +102,7 @@ def test_mode_off_and_other_call_types_are_untouched():
     data = long_chat()
     snapshot = copy.deepcopy(data)
     assert run_hook(make_plugin(mode="off"), data) is None and data == snapshot
-    for call_type in ("aembedding", "atext_completion", "anthropic_messages", "aresponses"):
+    for call_type in ("aimage_generation", "acreate_batch", "atranscription", "afile_content"):
         assert run_hook(make_plugin(), data, call_type=call_type) is None and data == snapshot
 
 
@@ -230,7 +230,7 @@ def test_a_forged_record_in_client_metadata_never_reaches_headers_or_logs():
     plugin = make_plugin()
     forged = {"model": "g", "messages": [{"role": "user", "content": "hi"}], "litellm_call_id": "forged-1",
               "litellm_metadata": {"budget_hook": {"action": "pass", "tokens_before": 1}}}
-    assert run_hook(plugin, forged, call_type="anthropic_messages") is None
+    assert run_hook(plugin, forged, call_type="aimage_generation") is None  # not budgeted: no record
     assert headers_for(plugin, forged) is None
     kwargs = {"litellm_call_id": "forged-1", "litellm_params": {"litellm_metadata": forged["litellm_metadata"]}}
     assert log_records(plugin, "success", kwargs) == []
@@ -327,3 +327,80 @@ def test_model_limits_fall_back_to_the_model_map_outside_a_router():
     assert limits.window == 128_000 and limits.source == "model map: gpt-4o"
     unknown = plugin.model_limits("no-such-model-xyz")
     assert unknown.window is None
+
+
+def anthropic_body(turns=8, words=150):
+    messages = []
+    for turn in range(turns):
+        messages += [{"role": "user", "content": [{"type": "text", "text": f"q{turn} " + "lorem ipsum " * words}]},
+                     {"role": "assistant", "content": [{"type": "text", "text": f"a{turn} " + "dolor sit " * words}]}]
+    messages.append({"role": "user", "content": "last"})
+    return {"model": "g", "max_tokens": 500, "messages": messages, "litellm_metadata": {"client": "x"}}
+
+
+def claude_plugin(window=4000, **settings):
+    plugin = make_plugin(window, **settings)
+    plugin.model_limits = lambda group: ModelLimits(window, "test", "anthropic/claude-sonnet-4-5")
+    return plugin
+
+
+def test_anthropic_messages_are_trimmed_natively_and_recorded_under_litellm_metadata():
+    data = anthropic_body()
+    out = run_hook(claude_plugin(), data, call_type="anthropic_messages")
+    assert out is not data and out["messages"][0]["role"] == "user" and out["messages"][-1] == data["messages"][-1]
+    assert all(isinstance(m["content"], (str, list)) and "role" in m for m in out["messages"])
+    record = out["litellm_metadata"]["budget_hook"]
+    assert record["action"] == "trimmed" and record["counting_model"] == "anthropic/claude-sonnet-4-5"
+    assert "metadata" not in out  # the right key for this call type
+    assert out["litellm_metadata"]["spend_logs_metadata"]["budget_hook"]["action"] == "trimmed"
+
+
+def test_anthropic_block_uses_anthropic_wording():
+    data = {"model": "g", "max_tokens": 500, "messages": [{"role": "user", "content": "word " * 6000}]}
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        run_hook(claude_plugin(), data, call_type="anthropic_messages")
+    assert caught.value.message.startswith("prompt is too long: ")
+    assert "tokens > 3300 maximum" in caught.value.message and "context_length_exceeded" in caught.value.message
+
+
+def test_responses_are_trimmed_natively():
+    items = []
+    for turn in range(8):
+        items += [{"role": "user", "content": f"q{turn} " + "lorem ipsum " * 150},
+                  {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "dolor " * 150}]}]
+    items.append({"role": "user", "content": "last"})
+    data = {"model": "g", "input": items, "instructions": "be brief", "max_output_tokens": 300}
+    out = run_hook(make_plugin(), data, call_type="aresponses")
+    assert out["input"][-1] == items[-1] and len(out["input"]) < len(items) and out["instructions"] == "be brief"
+    assert out["litellm_metadata"]["budget_hook"]["action"] == "trimmed"
+
+
+def test_embedding_input_over_the_limit_is_a_400_naming_the_input():
+    plugin = make_plugin(8191)
+    plugin.model_limits = lambda group: ModelLimits(8191, "test", "text-embedding-3-small")
+    data = {"model": "emb", "input": ["short", "word " * 9000]}
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        run_hook(plugin, data, call_type="aembedding")
+    assert "input[1] has 9001 tokens, 810 over the limit of 8191" in caught.value.message
+    assert caught.value.param == "input"
+    ok = run_hook(plugin, {"model": "emb", "input": "short"}, call_type="aembedding")
+    assert ok["metadata"]["budget_hook"]["action"] == "pass"
+
+
+def test_embedding_truncation_only_when_the_policy_asks():
+    plugin = make_plugin(8191, truncate_embedding_inputs=True)
+    plugin.model_limits = lambda group: ModelLimits(8191, "test", "text-embedding-3-small")
+    out = run_hook(plugin, {"model": "emb", "input": ["short", "word " * 9000]}, call_type="aembedding")
+    record = out["metadata"]["budget_hook"]
+    assert record["action"] == "trimmed" and record["inputs"]["truncated"] == [1]
+    assert record["tokens_before"] == 9002 and record["tokens_after"] == 8192
+    assert out["input"][0] == "short" and len(out["input"][1]) < len("word " * 9000)
+
+
+def test_completion_prompt_counts_against_window_minus_reserve():
+    plugin = make_plugin(4000)
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        run_hook(plugin, {"model": "g", "prompt": ["fine", "word " * 3800], "max_tokens": 100},
+                 call_type="atext_completion")
+    assert "prompt[1] has 3801 tokens, 101 over the limit of 3700" in caught.value.message and "output reserve 100" in caught.value.message
+    assert run_hook(plugin, {"model": "g", "prompt": "hello"}, call_type="atext_completion")["metadata"]["budget_hook"]["action"] == "pass"

@@ -14,13 +14,16 @@ the original request forwarded; ``skipped`` when the mode is off.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from .budget import compute_budget, requested_output_tokens
 from .counting import TokenCounter
 from .errors import CannotFitError, ContextBudgetError, MalformedRequestError, OutputReserveTooLargeError
 from .policy import ResolvedPolicy
-from .trimming import TrimReport, trim_request
+from .anthropic_trim import count_anthropic, trim_anthropic
+from .inputs import InputsResult, check_inputs
+from .responses_format import count_responses, trim_responses
+from .trimming import TrimReport, TrimResult, trim_request
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class Decision:
     report: TrimReport | None = None
     block: BlockReason | None = None
     warnings: tuple[str, ...] = ()
+    #: /embeddings and /completions: per-input counts, and the per-input budget terms
+    inputs: InputsResult | None = None
+    input_budget: Mapping[str, Any] | None = None
 
     @property
     def enforced_block(self) -> bool:
@@ -75,12 +81,19 @@ class Decision:
     def tokens_before(self) -> int | None:
         if self.report:
             return self.report.tokens_before
+        if self.inputs:
+            if not self.inputs.truncated:
+                return self.inputs.total
+            original = {o.index or 0: o.tokens for o in self.inputs.over}
+            return sum(original.get(i, t) for i, t in enumerate(self.inputs.tokens))
         return self.block.facts.get("tokens_before") if self.block else None
 
     @property
     def tokens_after(self) -> int | None:
         if self.report:
             return self.report.tokens_after
+        if self.inputs:
+            return self.inputs.total
         return self.block.facts.get("tokens_after_trimming") if self.block else None
 
     def counts(self) -> dict[str, int]:
@@ -122,6 +135,15 @@ class Decision:
             )
             if report["changed"]:
                 record["protected_tokens"] = report["protected_tokens"]
+        if self.inputs:
+            inputs = self.inputs
+            record.update(
+                budget=dict(self.input_budget or {}),
+                inputs={"field": inputs.field, "count": len(inputs.tokens), "limit": inputs.limit,
+                        "largest": max(inputs.tokens, default=0),
+                        "over": [{"index": o.index, "tokens": o.tokens, "over_by": o.over_by} for o in inputs.over[:100]],
+                        "truncated": list(inputs.truncated)},
+            )
         if self.block:
             record["block"] = {"kind": self.block.kind, "message": self.block.message, "param": self.block.param,
                                "facts": dict(self.block.facts)}
@@ -141,6 +163,45 @@ def _shadowed(action: str, mode: str) -> str:
     return {"trimmed": "would_trim", "blocked": "would_block"}.get(action, action)
 
 
+@dataclass(frozen=True)
+class Shape:
+    """How one request format is counted and trimmed (its body stays in its own format)."""
+
+    name: str
+    count: Callable[[Mapping[str, Any], TokenCounter], int]
+    trim: Callable[..., TrimResult]
+
+
+def _count_chat(body: Mapping[str, Any], counter: TokenCounter) -> int:
+    return counter.count_request(body).total
+
+
+CHAT = Shape("chat", _count_chat, trim_request)
+ANTHROPIC_MESSAGES = Shape("anthropic_messages", count_anthropic, trim_anthropic)
+RESPONSES = Shape("responses", count_responses, trim_responses)
+
+
+def _blocked(common: dict, limits: ModelLimits, block: BlockReason, warnings: list[str], **extra: Any) -> Decision:
+    return Decision(action=_shadowed("blocked", common["mode"]), limits=limits, block=block,
+                    warnings=tuple(warnings), **common, **extra)
+
+
+def _resolve_window(model_group: str, limits: ModelLimits, policy: Any, warnings: list[str]
+                    ) -> tuple[ModelLimits, BlockReason | None]:
+    if limits.window is not None:
+        return limits, None
+    if policy.unknown_window == "block":
+        message = (
+            f"model group {model_group!r}: its context window is unknown (not in the router's model_info, "
+            f"not in litellm's model map), and the gateway's policy blocks such requests. Ask the gateway "
+            f"operator to set model_info.max_input_tokens for this model group."
+        )
+        return limits, BlockReason("unknown_window", message, {"model_group": model_group})
+    warnings.append(f"context window of {model_group!r} unknown; assumed default_max_input_tokens="
+                    f"{policy.default_max_input_tokens}")
+    return replace(limits, window=policy.default_max_input_tokens, source="policy default (window unknown)"), None
+
+
 def decide_chat(
     request: Mapping[str, Any],
     *,
@@ -148,25 +209,18 @@ def decide_chat(
     limits: ModelLimits,
     resolved: ResolvedPolicy,
     counter: TokenCounter,
+    shape: Shape = CHAT,
 ) -> Decision:
+    """Decide on a conversation request: chat (default), ``ANTHROPIC_MESSAGES`` or ``RESPONSES``."""
     policy = resolved.policy
     common = dict(mode=policy.mode, model_group=model_group, resolved=resolved, request=request)
     if policy.mode == "off":
         return Decision(action="skipped", limits=limits, **common)
 
     warnings: list[str] = []
-    if limits.window is None:
-        if policy.unknown_window == "block":
-            message = (
-                f"model group {model_group!r}: its context window is unknown (not in the router's model_info, "
-                f"not in litellm's model map), and the gateway's policy blocks such requests. Ask the gateway "
-                f"operator to set model_info.max_input_tokens for this model group."
-            )
-            block = BlockReason("unknown_window", message, {"model_group": model_group})
-            return Decision(action=_shadowed("blocked", policy.mode), limits=limits, block=block, **common)
-        limits = replace(limits, window=policy.default_max_input_tokens, source="policy default (window unknown)")
-        warnings.append(f"context window of {model_group!r} unknown; assumed default_max_input_tokens="
-                        f"{policy.default_max_input_tokens}")
+    limits, unknown = _resolve_window(model_group, limits, policy, warnings)
+    if unknown:
+        return _blocked(common, limits, unknown, warnings)
 
     try:
         try:
@@ -174,24 +228,89 @@ def decide_chat(
                                     policy=policy.budget)
         except OutputReserveTooLargeError as exc:
             # Count anyway so the client learns both numbers it needs to choose a smaller max_tokens.
-            tokens = counter.count_request(request).total
+            tokens = shape.count(request, counter)
             raise OutputReserveTooLargeError(f"{exc}; the request has {tokens} input tokens",
                                              {**exc.facts, "tokens_before": tokens}) from None
-        result = trim_request(request, counter=counter, budget=budget, policy=policy.trim)
+        result = shape.trim(request, counter=counter, budget=budget, policy=policy.trim)
     except ContextBudgetError as exc:
         kind = "cannot_fit" if isinstance(exc, CannotFitError) else "output_reserve"
         detail = str(exc).removeprefix(f"{counter.model}: ")
         message = f"model group {model_group!r} (counted as {counter.model}, {counter.profile.method}): {detail}"
-        block = BlockReason(kind, message, {"model_group": model_group, **exc.facts})
-        return Decision(action=_shadowed("blocked", policy.mode), limits=limits, block=block,
-                        warnings=tuple(warnings), **common)
+        return _blocked(common, limits, BlockReason(kind, message, {"model_group": model_group, **exc.facts}), warnings)
     except MalformedRequestError as exc:
         block = BlockReason("malformed", f"invalid request: {exc}", {"field": exc.field}, param=exc.field)
-        return Decision(action=_shadowed("blocked", policy.mode), limits=limits, block=block,
-                        warnings=tuple(warnings), **common)
+        return _blocked(common, limits, block, warnings)
 
     changed = result.report.changed
     action = _shadowed("trimmed", policy.mode) if changed else "pass"
     forwarded = result.request if policy.mode == "enforce" else request
     return Decision(action=action, limits=limits, report=result.report, warnings=tuple(warnings),
+                    **{**common, "request": forwarded})
+
+
+def decide_inputs(
+    request: Mapping[str, Any],
+    *,
+    field: str,
+    model_group: str,
+    limits: ModelLimits,
+    resolved: ResolvedPolicy,
+    counter: TokenCounter,
+) -> Decision:
+    """Decide on ``/embeddings`` (``field="input"``) or ``/completions`` (``field="prompt"``).
+
+    Embeddings: each input must fit the model's input limit (no output). Completions: each prompt must
+    fit window - output reserve - margin, like a chat request. Over: blocked, naming which input and by
+    how much, unless the policy's ``truncate_embedding_inputs`` asks to cut embedding inputs.
+    """
+    policy = resolved.policy
+    common = dict(mode=policy.mode, model_group=model_group, resolved=resolved, request=request)
+    if policy.mode == "off":
+        return Decision(action="skipped", limits=limits, **common)
+    warnings: list[str] = []
+    limits, unknown = _resolve_window(model_group, limits, policy, warnings)
+    if unknown:
+        return _blocked(common, limits, unknown, warnings)
+    embedding = field == "input"
+    budget_facts: dict[str, Any]
+    try:
+        if embedding:
+            limit = limits.window if policy.budget.max_input_tokens is None else min(limits.window, policy.budget.max_input_tokens)
+            budget_facts = {"window": limits.window, "output_reserve": 0, "safety_margin": 0,
+                            "cap": policy.budget.max_input_tokens, "budget": limit}
+        else:
+            budget = compute_budget(limits.window, requested_output_tokens=requested_output_tokens(request),
+                                    policy=policy.budget)
+            limit, budget_facts = budget.budget, budget.as_dict()
+        result = check_inputs(request.get(field), field=field, counter=counter, limit=limit,
+                              truncate=embedding and policy.truncate_embedding_inputs)
+    except ContextBudgetError as exc:
+        message = f"model group {model_group!r}: {exc}"
+        return _blocked(common, limits, BlockReason("output_reserve", message, {"model_group": model_group, **exc.facts}),
+                        warnings)
+    except MalformedRequestError as exc:
+        block = BlockReason("malformed", f"invalid request: {exc}", {"field": exc.field}, param=exc.field)
+        return _blocked(common, limits, block, warnings)
+
+    if result.over and not result.truncated:
+        what = "input" if embedding else "prompt"
+        reserve = "" if embedding else (f" (window {budget_facts['window']} - output reserve "
+                                        f"{budget_facts['output_reserve']} - safety margin {budget_facts['safety_margin']})")
+        message = (
+            f"model group {model_group!r} (counted as {counter.model}, {counter.profile.method}): "
+            f"{result.describe_over()}{reserve}. This model's maximum context length is {limits.window} tokens. "
+            f"Split each {what} into smaller pieces"
+            + ("" if embedding else " or lower max_tokens") + "; nothing was truncated."
+        )
+        facts = {"model_group": model_group, **budget_facts, "field": field,
+                 "over": [{"index": o.index, "tokens": o.tokens, "over_by": o.over_by} for o in result.over[:100]]}
+        return _blocked(common, limits, BlockReason("cannot_fit", message, facts, param=field), warnings,
+                        inputs=result, input_budget=budget_facts)
+    forwarded = request
+    action = "pass"
+    if result.truncated:
+        action = _shadowed("trimmed", policy.mode)
+        if policy.mode == "enforce":
+            forwarded = {**request, field: result.value}
+    return Decision(action=action, limits=limits, warnings=tuple(warnings), inputs=result, input_budget=budget_facts,
                     **{**common, "request": forwarded})

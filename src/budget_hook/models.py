@@ -110,6 +110,9 @@ _FAMILY_KEYWORDS = (
 )
 
 
+_CL100K_RAW = re.compile(r"^(text-embedding-|davinci-002|babbage-002)")
+
+
 def model_key(model: str) -> str:
     """The bare model name: last path segment, lower-case, without ``provider/`` or ``us.`` style prefixes."""
     name = _PREFIX_SPLIT.split(model.strip().lower())[-1] if model else ""
@@ -131,6 +134,9 @@ def resolve_tokenizer(model: str | None, *, base_model: str | None = None) -> To
             # The 0301 snapshot used 4 tokens per message and a name replaced the role.
             return TokenizerProfile("openai", "cl100k_base", exact=True, tokens_per_message=4, tokens_per_name=-1)
         return _openai_profile(name, "cl100k_base")
+    if _CL100K_RAW.match(name):
+        # OpenAI embeddings and legacy completion models: cl100k_base over the raw text, no chat framing.
+        return TokenizerProfile("openai", "cl100k_base", exact=True)
     family = next((fam for fam, words in _FAMILY_KEYWORDS if any(w in name for w in words)), "unknown")
     if family == "anthropic":
         return TokenizerProfile("anthropic", "o200k_base", exact=False, image_formula="anthropic", **ANTHROPIC_PROFILE_TERMS)

@@ -45,6 +45,8 @@ class Policy:
     default_max_input_tokens: int = 8192
     #: include the text of dropped/edited messages in the log record (off: sizes and hashes only).
     log_dropped_content: bool = False
+    #: /embeddings: cut over-limit inputs to the model's limit (reported) instead of answering 400
+    truncate_embedding_inputs: bool = False
     budget: BudgetPolicy = field(default_factory=BudgetPolicy)
     trim: TrimPolicy = field(default_factory=TrimPolicy)
 

@@ -38,7 +38,7 @@ from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
 from .counting import TokenCounter
-from .decision import Decision, ModelLimits, decide_chat
+from .decision import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Decision, ModelLimits, decide_chat, decide_inputs
 from .policy import ResolvedPolicy
 from .errors import PolicyError
 from .model_limits import lookup_max_input_tokens
@@ -49,7 +49,13 @@ from .trimming import message_text
 logger = logging.getLogger("budget_hook")
 
 SETTINGS_NAME = "budget_hook"
-CHAT_CALL_TYPES = frozenset({"acompletion", "completion"})
+#: call type -> how its body is budgeted: a conversation shape, or the field holding independent inputs
+CONVERSATION_SHAPES = {
+    "acompletion": CHAT, "completion": CHAT,
+    "anthropic_messages": ANTHROPIC_MESSAGES,
+    "aresponses": RESPONSES, "responses": RESPONSES,
+}
+INPUT_FIELDS = {"atext_completion": "prompt", "text_completion": "prompt", "aembedding": "input", "embedding": "input"}
 #: the request key LiteLLM reads hook metadata from, per call type (see the integration notes)
 _LITELLM_METADATA_CALL_TYPES = frozenset({"anthropic_messages", "aresponses", "responses"})
 CLIENT_CAP_HEADER = "x-budget-max-input-tokens"
@@ -132,8 +138,8 @@ class BudgetHookPlugin(CustomLogger):
     # --- pre-call: decide, record, trim or block ---------------------------------------------------
 
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: str) -> Any:
-        if call_type not in CHAT_CALL_TYPES or not isinstance(data, dict):
-            return None  # other endpoints: not budgeted yet, forwarded untouched
+        if (call_type not in CONVERSATION_SHAPES and call_type not in INPUT_FIELDS) or not isinstance(data, dict):
+            return None  # not an LLM input we budget (files, batches, images, audio...): untouched
         group = data.get("model")
         if not isinstance(group, str) or not group:
             return None  # no model group: the proxy itself answers this one
@@ -153,8 +159,12 @@ class BudgetHookPlugin(CustomLogger):
                 if resolved.policy.mode == "enforce":
                     raise
                 resolved = resolved.with_warning(f"client input ignored in shadow mode: {exc}")
-            decision = decide_chat(data, model_group=group, limits=limits, resolved=resolved,
-                                   counter=self.counter(limits))
+            if call_type in INPUT_FIELDS:
+                decision = decide_inputs(data, field=INPUT_FIELDS[call_type], model_group=group, limits=limits,
+                                         resolved=resolved, counter=self.counter(limits))
+            else:
+                decision = decide_chat(data, model_group=group, limits=limits, resolved=resolved,
+                                       counter=self.counter(limits), shape=CONVERSATION_SHAPES[call_type])
             record = self._record(decision, user_api_key_dict, data)
         except _ClientInputError as exc:
             raise BudgetHookHTTPError(400, f"budget_hook: {exc}", type="invalid_request_error",
@@ -165,7 +175,7 @@ class BudgetHookPlugin(CustomLogger):
         self._remember(data, record)
         self._attach(data, key, record)
         if decision.action == "blocked":
-            raise self._block_error(decision)
+            raise self._block_error(decision, call_type)
         if decision.request is data:
             return data
         forwarded = dict(decision.request)
@@ -238,7 +248,8 @@ class BudgetHookPlugin(CustomLogger):
         record["team_alias"] = getattr(user_api_key_dict, "team_alias", None)
         record["key_alias"] = getattr(user_api_key_dict, "key_alias", None)
         if decision.resolved.policy.log_dropped_content and decision.report and decision.report.actions:
-            record["dropped_content"] = _touched_content(decision, data.get("messages") or [])
+            native = data.get("messages") if isinstance(data.get("messages"), list) else data.get("input")
+            record["dropped_content"] = _touched_content(decision, native if isinstance(native, list) else [])
         return record
 
     @staticmethod
@@ -252,12 +263,18 @@ class BudgetHookPlugin(CustomLogger):
         data[key] = metadata
 
     @staticmethod
-    def _block_error(decision: Decision) -> BudgetHookHTTPError:
+    def _block_error(decision: Decision, call_type: str) -> BudgetHookHTTPError:
         block = decision.block
         assert block is not None
+        message = f"budget_hook blocked this request ({block.code}): {block.message}"
+        if call_type == "anthropic_messages" and block.kind == "cannot_fit":
+            # Anthropic's own wording, which Claude Code and the Anthropic SDKs' users react to.
+            facts = block.facts
+            message = (f"prompt is too long: {facts.get('tokens_after_trimming', decision.tokens_before)} tokens > "
+                       f"{facts.get('budget')} maximum. {message}")
         return BudgetHookHTTPError(
             400,
-            f"budget_hook blocked this request ({block.code}): {block.message}",
+            message,
             type="invalid_request_error",
             code=block.code,
             param=block.param or ("messages" if block.kind == "cannot_fit" else "max_tokens" if block.kind == "output_reserve" else None),
@@ -434,7 +451,8 @@ def _touched_content(decision: Decision, original: list) -> list[dict[str, Any]]
     """The original text of every touched message (only with ``log_dropped_content``: it is prompt data)."""
     assert decision.report is not None
     return [
-        {"index": a.index, "role": a.role, "action": a.action, "content": message_text(original[a.index])}
+        {"index": a.index, "role": a.role, "action": a.action,
+         "content": message_text(original[a.index]) or str(original[a.index].get("output", ""))}
         for a in decision.report.actions if a.index < len(original) and isinstance(original[a.index], Mapping)
     ]
 

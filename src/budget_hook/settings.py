@@ -37,6 +37,7 @@ class PolicyFields(BaseModel):
     unknown_window: Optional[Literal["default", "block"]] = None
     default_max_input_tokens: Optional[int] = _PositiveInt
     log_dropped_content: Optional[StrictBool] = None
+    truncate_embedding_inputs: Optional[StrictBool] = None
     # budget
     output_reserve_ratio: Optional[float] = Field(default=None, ge=0, lt=1)
     output_reserve_min: Optional[int] = _NonNegativeInt

@@ -1,0 +1,101 @@
+"""Budget for requests without a conversation: ``/completions`` prompts and ``/embeddings`` inputs.
+
+Contract: ``check_inputs(values, field=..., counter=..., limit=..., truncate=False)`` counts every
+input separately (a list of prompts is a batch: each is its own request to the model; an embedding
+model limits each input) and returns an ``InputsResult``: the per-input token counts, the inputs over
+``limit`` with how far over, and the value to forward. Nothing is shortened unless ``truncate`` is set
+explicitly (then over-limit inputs are cut to the limit and reported): a silently truncated embedding
+is a wrong embedding nobody notices.
+
+Accepted shapes, as the OpenAI API: a string, a list of strings, a list of token ids, a list of
+lists of token ids. Token ids count as themselves (one token each). Anything else raises
+``MalformedRequestError`` naming the field.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from .counting import TokenCounter
+from .errors import MalformedRequestError
+
+
+@dataclass(frozen=True)
+class OverLimit:
+    index: int | None  # None: the single string/token-array input
+    tokens: int
+    over_by: int
+
+
+@dataclass(frozen=True)
+class InputsResult:
+    field: str
+    limit: int
+    tokens: tuple[int, ...]
+    over: tuple[OverLimit, ...]
+    value: Any  # what to forward: the original object unless truncated
+    truncated: tuple[int, ...] = ()
+
+    @property
+    def total(self) -> int:
+        return sum(self.tokens)
+
+    def describe_over(self) -> str:
+        parts = []
+        for item in self.over[:5]:
+            where = self.field if item.index is None else f"{self.field}[{item.index}]"
+            parts.append(f"{where} has {item.tokens} tokens, {item.over_by} over the limit of {self.limit}")
+        more = f" (and {len(self.over) - 5} more)" if len(self.over) > 5 else ""
+        return "; ".join(parts) + more
+
+
+def _is_token_array(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+
+
+def _split(value: Any, field: str) -> tuple[list[Any], bool]:
+    """The individual inputs, and whether the value was a single one (string or one token array)."""
+    if isinstance(value, str) or _is_token_array(value):
+        return [value], True
+    if isinstance(value, list) and value:
+        for index, item in enumerate(value):
+            if not (isinstance(item, str) or _is_token_array(item)):
+                raise MalformedRequestError(f"{field}[{index}]", "expected a string or a list of token ids, got "
+                                            f"{type(item).__name__}")
+        return list(value), False
+    raise MalformedRequestError(field, "expected a non-empty string, list of strings, list of token ids, or "
+                                f"list of token-id lists, got {type(value).__name__}")
+
+
+def _count(item: Any, counter: TokenCounter) -> int:
+    if isinstance(item, str):
+        raw = counter.count_text(item)
+        return raw if counter.profile.exact else math.ceil(raw * counter.profile.safety_factor)
+    return len(item)
+
+
+def _truncate(item: Any, counter: TokenCounter, limit: int) -> Any:
+    if not isinstance(item, str):
+        return item[:limit]
+    # Estimated profiles keep proportionally fewer real tokens so the estimate lands under the limit.
+    keep = limit if counter.profile.exact else int(limit / counter.profile.safety_factor)
+    tokens = counter.encoding.encode_ordinary(item)
+    text = counter.encoding.decode(tokens[:keep])
+    while _count(text, counter) > limit and keep > 0:  # digits and factors: shrink until it holds
+        keep = int(keep * 0.95)
+        text = counter.encoding.decode(tokens[:keep])
+    return text
+
+
+def check_inputs(value: Any, *, field: str, counter: TokenCounter, limit: int, truncate: bool = False) -> InputsResult:
+    items, single = _split(value, field)
+    tokens = [_count(item, counter) for item in items]
+    over = tuple(OverLimit(None if single else i, t, t - limit) for i, t in enumerate(tokens) if t > limit)
+    if not over or not truncate:
+        return InputsResult(field, limit, tuple(tokens), over, value)
+    new_items = [(_truncate(item, counter, limit) if t > limit else item) for item, t in zip(items, tokens)]
+    truncated = tuple(i for i, t in enumerate(tokens) if t > limit)
+    new_tokens = tuple(_count(item, counter) for item in new_items)
+    return InputsResult(field, limit, new_tokens, over, new_items[0] if single else new_items, truncated)
