@@ -135,6 +135,8 @@ class Decision:
             )
             if report["changed"]:
                 record["protected_tokens"] = report["protected_tokens"]
+            if report.get("notes"):
+                record["notes"] = report["notes"]
         if self.inputs:
             inputs = self.inputs
             record.update(

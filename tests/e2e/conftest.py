@@ -13,6 +13,8 @@ mixed       gpt-4o-16k(16000), gpt-4o-4k(4000)    4000: the minimum over the gro
 shadowed    gpt-4o-4k                          4000; ``models: {shadowed: {mode: shadow}}``
 alias-small (router alias of small)             4000
 wild/*      any fake model (wildcard)          per the model named in the request
+emb         text-embedding-3-small-1k         1000 per input (/embeddings)
+claude      anthropic/claude-sonnet-4-5-4k    4000 (/v1/messages to the fake's Anthropic API)
 =========== ============================== ===========================================================
 """
 
@@ -26,7 +28,8 @@ import yaml
 
 from .harness import HERE, start_fake_provider, start_proxy
 
-UPSTREAM_MODELS = {"gpt-4o-4k": 4000, "gpt-4o-6k": 6000, "gpt-4o-8k": 8000, "gpt-4o-16k": 16000}
+UPSTREAM_MODELS = {"gpt-4o-4k": 4000, "gpt-4o-6k": 6000, "gpt-4o-8k": 8000, "gpt-4o-16k": 16000,
+                   "claude-sonnet-4-5-4k": 4000, "text-embedding-3-small-1k": 1000}
 
 BUDGET_HOOK_SETTINGS = {
     "mode": "enforce",
@@ -58,6 +61,11 @@ def proxy_config(upstream_port: int, settings: dict) -> dict:
             deployment("mixed", "gpt-4o-4k", 4000),
             deployment("shadowed", "gpt-4o-4k", 4000),
             deployment("wild/*", "*", None),
+            deployment("emb", "text-embedding-3-small-1k", 1000),
+            {"model_name": "claude", "litellm_params": {"model": "anthropic/claude-sonnet-4-5-4k",
+                                                        "api_base": f"http://127.0.0.1:{upstream_port}",
+                                                        "api_key": "fake-key"},
+             "model_info": {"max_input_tokens": 4000}},
         ],
         "router_settings": {"model_group_alias": {"alias-small": "small"}},
         "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin", "e2e_logger.recorder"], "num_retries": 0},

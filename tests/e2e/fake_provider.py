@@ -11,7 +11,10 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a rea
 * rejects broken tool structure as OpenAI does (a ``tool`` message that answers no preceding
   ``tool_calls``, or a ``tool_calls`` message whose calls are not all answered);
 * answers 500 when the last user message contains ``FAIL_UPSTREAM`` (to exercise failure callbacks);
-* streams (SSE) when asked, with a final usage chunk.
+* streams (SSE) when asked, with a final usage chunk;
+* also serves ``/v1/embeddings`` (each input against the window), ``/v1/responses`` (items, with
+  ``function_call``/``function_call_output`` pairing) and Anthropic's ``/v1/messages`` (Anthropic's
+  ``prompt is too long`` error, ``tool_use``/``tool_result`` pairing checked like the real API).
 
 Every request body it receives is appended to the ``--record`` JSONL file before any check.
 """
@@ -108,7 +111,14 @@ class Handler(BaseHTTPRequestHandler):
             return self._error(400, "We could not parse the JSON body of your request.", None)
         with RECORD_LOCK, open(RECORD_PATH, "a", encoding="utf-8") as record:
             record.write(json.dumps({"path": self.path, "body": body, "time": time.time()}) + "\n")
-        if not self.path.rstrip("/").endswith("/chat/completions"):
+        path = self.path.rstrip("/")
+        if path.endswith("/messages"):
+            return self._anthropic(body)
+        if path.endswith("/embeddings"):
+            return self._embeddings(body)
+        if path.endswith("/responses"):
+            return self._responses(body)
+        if not path.endswith("/chat/completions"):
             return self._error(404, f"fake provider serves chat completions only, not {self.path}", None)
         model = body.get("model")
         if model not in MODELS:
@@ -158,6 +168,132 @@ class Handler(BaseHTTPRequestHandler):
             "choices": [{"index": 0, "message": {"role": "assistant", "content": answer}, "finish_reason": "stop"}],
             "usage": usage,
         })
+
+
+def _anthropic_problems(messages: list) -> str | None:
+    if not messages or messages[0].get("role") != "user":
+        return "messages: first message must use the \"user\" role"
+    previous_uses: set = set()
+    for index, message in enumerate(messages):
+        blocks = message.get("content") if isinstance(message.get("content"), list) else []
+        results = {b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"}
+        unexpected = results - previous_uses
+        if unexpected:
+            return (f"messages.{index}.content.0: unexpected `tool_use_id` found in `tool_result` blocks: "
+                    f"{', '.join(sorted(map(str, unexpected)))}. Each `tool_result` block must have a corresponding "
+                    f"`tool_use` block in the previous message.")
+        if previous_uses - results:
+            return (f"messages.{index}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                    f"{', '.join(sorted(map(str, previous_uses - results)))}. Each `tool_use` block must have a "
+                    f"corresponding `tool_result` block in the next message.")
+        previous_uses = {b.get("id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"}
+    return None
+
+
+def _count_strings(*values) -> int:
+    texts: list[str] = []
+    for value in values:
+        _strings(value, texts)
+    return sum(len(ENCODING.encode_ordinary(text)) for text in texts)
+
+
+def _anthropic(self, body: dict) -> None:
+    def error(status: int, kind: str, message: str) -> None:
+        self._send(status, {"type": "error", "error": {"type": kind, "message": message}})
+    model = body.get("model")
+    if model not in MODELS:
+        return error(404, "not_found_error", f"model: {model}")
+    messages = body.get("messages") or []
+    problem = _anthropic_problems(messages)
+    if problem:
+        return error(400, "invalid_request_error", problem)
+    prompt = _count_strings(body.get("system"), messages, body.get("tools")) + 4 * len(messages)
+    window = MODELS[model]
+    if prompt + int(body.get("max_tokens") or 0) > window:
+        return error(400, "invalid_request_error", f"prompt is too long: {prompt} tokens > {window - int(body.get('max_tokens') or 0)} maximum")
+    message_id = f"msg_{uuid.uuid4().hex[:12]}"
+    text = f"ok: {len(messages)} messages, {prompt} input tokens"
+    usage = {"input_tokens": prompt, "output_tokens": 8}
+    if body.get("stream"):
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close")
+        self.end_headers()
+        events = [
+            ("message_start", {"type": "message_start", "message": {"id": message_id, "type": "message", "role": "assistant",
+              "model": model, "content": [], "stop_reason": None, "stop_sequence": None,
+              "usage": {"input_tokens": prompt, "output_tokens": 1}}}),
+            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}),
+            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+            ("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+              "usage": {"output_tokens": 8}}),
+            ("message_stop", {"type": "message_stop"}),
+        ]
+        for name, data in events:
+            self.wfile.write(f"event: {name}\ndata: {json.dumps(data)}\n\n".encode())
+        self.wfile.flush()
+        self.close_connection = True
+        return None
+    self._send(200, {"id": message_id, "type": "message", "role": "assistant", "model": model,
+                     "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+                     "usage": usage})
+    return None
+
+
+def _embeddings(self, body: dict) -> None:
+    model = body.get("model")
+    if model not in MODELS:
+        return self._error(404, f"The model `{model}` does not exist.", "model_not_found")
+    value = body.get("input")
+    items = [value] if isinstance(value, str) or (isinstance(value, list) and value and isinstance(value[0], int)) else value
+    window = MODELS[model]
+    counts = [len(item) if isinstance(item, list) else len(ENCODING.encode_ordinary(item)) for item in items]
+    for count in counts:
+        if count > window:
+            return self._error(400, f"This model's maximum context length is {window} tokens, however you requested "
+                               f"{count} tokens ({count} in your prompt; 0 for the completion). Please reduce your "
+                               f"prompt; or completion length.", "context_length_exceeded", "input")
+    data = [{"object": "embedding", "index": i, "embedding": [0.01, 0.02, 0.03]} for i in range(len(items))]
+    self._send(200, {"object": "list", "data": data, "model": model,
+                     "usage": {"prompt_tokens": sum(counts), "total_tokens": sum(counts)}})
+    return None
+
+
+def _responses(self, body: dict) -> None:
+    model = body.get("model")
+    if model not in MODELS:
+        return self._error(404, f"The model `{model}` does not exist.", "model_not_found")
+    items = body.get("input")
+    items = [{"role": "user", "content": items}] if isinstance(items, str) else items or []
+    calls = {item.get("call_id") for item in items if isinstance(item, dict) and item.get("type") == "function_call"}
+    for index, item in enumerate(items):
+        if isinstance(item, dict) and item.get("type") == "function_call_output" and item.get("call_id") not in calls:
+            return self._error(400, f"No tool call found for function call output with call_id {item.get('call_id')}.",
+                               None, f"input[{index}]")
+    prompt = _count_strings(body.get("instructions"), items, body.get("tools")) + 4 * len(items)
+    window = MODELS[model]
+    reserve = int(body.get("max_output_tokens") or 0)
+    if prompt + reserve > window:
+        return self._error(400, f"Your input exceeds the context window of this model. ({prompt} + {reserve} > {window})",
+                           "context_length_exceeded", "input")
+    now = int(time.time())
+    text = f"ok: {len(items)} items, {prompt} input tokens"
+    self._send(200, {
+        "id": f"resp_{uuid.uuid4().hex[:12]}", "object": "response", "created_at": now, "status": "completed",
+        "model": model, "output": [{"type": "message", "id": f"msg_{uuid.uuid4().hex[:8]}", "status": "completed",
+                                    "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+        "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "error": None, "incomplete_details": None,
+        "instructions": None, "metadata": {}, "temperature": 1.0, "top_p": 1.0, "text": {"format": {"type": "text"}},
+        "usage": {"input_tokens": prompt, "output_tokens": 8, "total_tokens": prompt + 8,
+                  "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
+    })
+    return None
+
+
+Handler._anthropic = _anthropic
+Handler._embeddings = _embeddings
+Handler._responses = _responses
 
 
 def main() -> None:
