@@ -90,7 +90,8 @@ def test_anthropic_request_that_cannot_fit_gets_anthropic_wording_and_never_reac
     response = post(proxy, "/v1/messages", body)
     assert response.status_code == 400
     text = response.text
-    assert "prompt is too long" in text and "context_length_exceeded" in text
+    assert response.json()["type"] == "error" and response.json()["error"]["type"] == "invalid_request_error"
+    assert "prompt is too long: 7220 tokens > 3288 maximum. budget_hook blocked this request (context_length_exceeded)" in text
     assert sent(upstream, "/messages", "e2e-anthropic-block") == []
 
 

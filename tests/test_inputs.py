@@ -1,0 +1,64 @@
+"""/embeddings inputs and /completions prompts: counted one by one; over the limit is reported, never cut
+silently."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from budget_hook.counting import TokenCounter
+from budget_hook.errors import MalformedRequestError
+from budget_hook.inputs import check_inputs
+
+EMBEDDING = TokenCounter.for_model("text-embedding-3-small")
+ESTIMATED = TokenCounter.for_model("cohere/embed-english-v3.0")
+
+
+def test_embedding_models_count_exactly_with_cl100k():
+    assert EMBEDDING.profile.encoding_name == "cl100k_base" and EMBEDDING.profile.exact
+
+
+@pytest.mark.parametrize("value, tokens", [
+    ("hello world", (2,)),
+    (["hello world", "hi"], (2, 1)),
+    ([15339, 1917], (2,)),             # one token array
+    ([[15339, 1917], [1, 2, 3]], (2, 3)),
+])
+def test_every_accepted_shape_is_counted(value, tokens):
+    assert check_inputs(value, field="input", counter=EMBEDDING, limit=100).tokens == tokens
+
+
+@pytest.mark.parametrize("value, field", [(42, "input"), ([], "input"), (["ok", 3.5], "input[1]"), ([["a"]], "input[0]"),
+                                          (None, "input"), ([True, False], "input[0]")])
+def test_bad_shapes_name_the_field(value, field):
+    with pytest.raises(MalformedRequestError) as caught:
+        check_inputs(value, field="input", counter=EMBEDDING, limit=100)
+    assert caught.value.field == field
+
+
+def test_over_limit_inputs_are_reported_with_index_and_excess():
+    result = check_inputs(["fine", "word " * 150, "ok"], field="input", counter=EMBEDDING, limit=100)
+    [over] = result.over
+    assert over.index == 1 and over.over_by == over.tokens - 100 and result.value[1] == "word " * 150
+    assert "input[1] has" in result.describe_over()
+    single = check_inputs("word " * 150, field="prompt", counter=EMBEDDING, limit=100)
+    assert single.over[0].index is None and single.describe_over().startswith("prompt has")
+
+
+inputs = st.lists(st.one_of(st.text(min_size=1, max_size=400), st.lists(st.integers(0, 100_000), min_size=1, max_size=300)),
+                  min_size=1, max_size=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(inputs, st.integers(1, 200), st.sampled_from([EMBEDDING, ESTIMATED]))
+def test_truncation_only_cuts_what_is_over_and_always_lands_under(values, limit, counter):
+    plain = check_inputs(values, field="input", counter=counter, limit=limit)
+    assert {o.index for o in plain.over} == {i for i, t in enumerate(plain.tokens) if t > limit}
+    assert plain.value is values and not plain.truncated
+    cut = check_inputs(values, field="input", counter=counter, limit=limit, truncate=True)
+    assert all(t <= limit for t in cut.tokens)
+    assert set(cut.truncated) == {o.index for o in plain.over}
+    for index, value in enumerate(values):
+        if index not in cut.truncated:
+            assert cut.value[index] is value if plain.over else cut.value is values
