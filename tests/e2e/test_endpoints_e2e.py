@@ -61,6 +61,7 @@ def test_anthropic_messages_are_trimmed_natively_and_accepted_by_a_strict_upstre
 
     assert response.status_code == 200, response.text
     assert response.json()["type"] == "message"
+    assert response.headers["x-budget-decision"] == "trimmed"
     [forwarded] = sent(upstream, "/messages", "e2e-anthropic")
     assert anthropic_pairing_problems(forwarded["messages"]) == []  # and the upstream checked it too
     assert count_anthropic(forwarded, CLAUDE) <= 4000 - 1024 - 200  # max_tokens is the reserve
