@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from . import images
+from .count_cache import COUNT_CACHE, MIN_CACHED_CHARS
 from .encodings import get_encoding
 from .errors import MalformedRequestError
 from .models import TokenizerProfile, resolve_tokenizer
@@ -44,6 +45,14 @@ FILE_TOKENS_PER_PDF_PAGE = 3_000  # Anthropic's guide: 1.5-3k text tokens per pa
 FILE_BYTES_PER_TOKEN = 50
 FILE_MIN_TOKENS = 3_000
 FILE_REFERENCE_TOKENS = 10_000  # a file_id or URL whose content we cannot see
+
+
+_PROFILE_IDS: dict[TokenizerProfile, int] = {}
+
+
+def _profile_id(profile: TokenizerProfile) -> int:
+    """A small stable id per distinct profile (cache keys stay short and cheap to compare)."""
+    return _PROFILE_IDS.setdefault(profile, len(_PROFILE_IDS))
 
 
 def canonical_json(value: Any) -> str:
@@ -85,6 +94,7 @@ class TokenCounter:
         self.profile = profile
         self.model = model
         self.encoding = get_encoding(profile.encoding_name)
+        self._profile_id = _profile_id(profile)
 
     @classmethod
     def for_model(cls, model: str, *, base_model: str | None = None) -> "TokenCounter":
@@ -146,8 +156,53 @@ class TokenCounter:
         """Tokens of one message in the chat format, including its per-message overhead.
 
         Text (role, content, names, call arguments) is scaled by the profile's safety factor; framing
-        constants and media (priced by the provider's own formula) are not.
+        constants and media (priced by the provider's own formula) are not. Text-only messages of some
+        size are cached by content hash (``count_cache``): a resent history is not tokenized again.
         """
+        key = self._cache_key(message, pad_system)
+        if key is not None:
+            cached = COUNT_CACHE.get(key)
+            if cached is not None:
+                return cached
+        tokens = self._count_message(message, index=index, pad_system=pad_system)
+        if key is not None:
+            COUNT_CACHE.put(key, tokens)
+        return tokens
+
+    def _cache_key(self, message: Any, pad_system: bool) -> tuple | None:
+        """What determines the count, as a compact key; None when recounting is as cheap as a lookup.
+
+        Only text is keyed (string content, text parts, tool calls): an image's price depends on its
+        header alone and is cheap to recompute, while hashing its base64 would not be. Texts are keyed
+        by length and Python's string hash (SipHash, randomised per process, so collisions cannot be
+        engineered by a client; 64 bits plus the length make an accidental one negligible).
+        """
+        if not isinstance(message, Mapping):
+            return None
+        content = message.get("content")
+        if content is None or isinstance(content, str):
+            kind, text = "s", content or ""
+        elif isinstance(content, list) and all(
+            isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str) and len(p) == 2
+            for p in content
+        ):
+            kind, text = "t", "\x1f".join(p["text"] for p in content)
+        else:
+            return None
+        others: list = []
+        for name, value in message.items():
+            if name == "content":
+                continue
+            if isinstance(value, str):
+                others.append((name, value))
+            elif value is not None:
+                others.append((name, hash(canonical_json(value))))
+        if len(text) < MIN_CACHED_CHARS and len(others) <= 1:
+            return None
+        others.sort()
+        return (self._profile_id, kind, pad_system, tuple(others), len(text), hash(text))
+
+    def _count_message(self, message: Mapping[str, Any], *, index: int, pad_system: bool) -> int:
         where = f"messages[{index}]"
         validate_message(message, index)
         profile = self.profile
@@ -257,6 +312,16 @@ class TokenCounter:
     def _count_functions(self, functions: list[Mapping[str, Any]]) -> int:
         if not functions:
             return 0
+        # Tool definitions are resent with every request of a session: cache their count too.
+        serialised = canonical_json(functions)
+        key = (self._profile_id, "tools", len(serialised), hash(serialised))
+        cached = COUNT_CACHE.get(key)
+        if cached is None:
+            cached = self._count_functions_uncached(functions)
+            COUNT_CACHE.put(key, cached)
+        return cached
+
+    def _count_functions_uncached(self, functions: list[Mapping[str, Any]]) -> int:
         if self.profile.tools_rendering == "json":
             raw = sum(self.count_text(canonical_json(f)) for f in functions)
         else:

@@ -24,6 +24,8 @@ Why hooks are defined on the class itself: the proxy only calls ``async_pre_call
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 import re
@@ -31,12 +33,14 @@ import sys
 import time
 import traceback
 from collections import OrderedDict
-from typing import Any, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Mapping
 
 import litellm
 from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
 
+from .count_cache import COUNT_CACHE
 from .counting import TokenCounter
 from .decision import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Decision, ModelLimits, decide_chat, decide_inputs
 from .policy import ResolvedPolicy
@@ -129,6 +133,11 @@ class BudgetHookPlugin(CustomLogger):
         self._limits_cache: dict[str, tuple[float, ModelLimits]] = {}
         self._counters: dict[tuple[str, str | None], TokenCounter] = {}
         self._records: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._offload_chars = settings.offload_chars
+        self._executor = ThreadPoolExecutor(max_workers=settings.counting_threads, thread_name_prefix="budget_hook")
+        # At most this many large requests queued for the pool; the rest wait without blocking the loop.
+        self._offload_slots = asyncio.Semaphore(4 * settings.counting_threads)
+        COUNT_CACHE.configure(settings.count_cache_entries)
         if settings.log_to_stderr:
             _install_stderr_handler()
         elif logger.level == logging.NOTSET:
@@ -160,11 +169,12 @@ class BudgetHookPlugin(CustomLogger):
                     raise
                 resolved = resolved.with_warning(f"client input ignored in shadow mode: {exc}")
             if call_type in INPUT_FIELDS:
-                decision = decide_inputs(data, field=INPUT_FIELDS[call_type], model_group=group, limits=limits,
-                                         resolved=resolved, counter=self.counter(limits))
+                decide = functools.partial(decide_inputs, data, field=INPUT_FIELDS[call_type], model_group=group,
+                                           limits=limits, resolved=resolved, counter=self.counter(limits))
             else:
-                decision = decide_chat(data, model_group=group, limits=limits, resolved=resolved,
-                                       counter=self.counter(limits), shape=CONVERSATION_SHAPES[call_type])
+                decide = functools.partial(decide_chat, data, model_group=group, limits=limits, resolved=resolved,
+                                           counter=self.counter(limits), shape=CONVERSATION_SHAPES[call_type])
+            decision = await self._run(decide, data)
             record = self._record(decision, user_api_key_dict, data)
         except _ClientInputError as exc:
             raise BudgetHookHTTPError(400, f"budget_hook: {exc}", type="invalid_request_error",
@@ -181,6 +191,15 @@ class BudgetHookPlugin(CustomLogger):
         forwarded = dict(decision.request)
         forwarded[key] = data[key]
         return forwarded
+
+    async def _run(self, decide: Callable[[], Decision], data: Mapping[str, Any]) -> Decision:
+        """Small requests are decided inline (a thread hop would cost more than counting them). Large ones
+        go to a bounded pool so that a 1M-token request never stalls the event loop that serves every
+        other client; tiktoken releases the GIL while it encodes."""
+        if self._offload_chars <= 0 or approximate_size(data) < self._offload_chars:
+            return decide()
+        async with self._offload_slots:
+            return await asyncio.get_running_loop().run_in_executor(self._executor, decide)
 
     def _operator_policy(self, user_api_key_dict: Any, group: str, limits: ModelLimits) -> ResolvedPolicy:
         layers = self.settings.layers
@@ -375,6 +394,29 @@ def _client_request(data: Mapping[str, Any], key: str) -> tuple[int | None, tupl
 
 
 _DECIMAL = re.compile(r"[0-9]{1,12}")
+
+
+def approximate_size(data: Mapping[str, Any]) -> int:
+    """Characters of text a request carries, estimated in one cheap pass (no JSON, no tokenizing)."""
+    total = 0
+    for key in ("messages", "input", "prompt", "system", "instructions"):
+        value = data.get(key)
+        if isinstance(value, str):
+            total += len(value)
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, str):
+                    total += len(item)
+                elif isinstance(item, Mapping):
+                    content = item.get("content", item.get("output"))
+                    if isinstance(content, str):
+                        total += len(content)
+                    elif isinstance(content, list):
+                        total += sum(len(p.get("text", "")) if isinstance(p, Mapping) and isinstance(p.get("text"), str)
+                                     else 1000 for p in content)
+                else:
+                    total += 8  # a token id
+    return total
 
 
 def _positive_int(value: Any, where: str) -> int:

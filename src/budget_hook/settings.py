@@ -62,13 +62,17 @@ class PolicyFields(BaseModel):
 class PluginSettingsModel(PolicyFields):
     log_to_stderr: StrictBool = True
     metadata_policy: Literal["tighten", "trust", "ignore"] = "tighten"
+    count_cache_entries: int = Field(default=65_536, ge=0, le=10_000_000)
+    counting_threads: int = Field(default=4, ge=1, le=64)
+    offload_chars: int = Field(default=50_000, ge=0)
     models: dict[str, PolicyFields] = Field(default_factory=dict)
     teams: dict[str, PolicyFields] = Field(default_factory=dict)
     keys: dict[str, PolicyFields] = Field(default_factory=dict)
 
 
 POLICY_FIELD_NAMES = tuple(PolicyFields.model_fields)
-_ALL_NAMES = POLICY_FIELD_NAMES + ("log_to_stderr", "metadata_policy", "models", "teams", "keys")
+PROCESS_SETTINGS = ("log_to_stderr", "metadata_policy", "count_cache_entries", "counting_threads", "offload_chars")
+_ALL_NAMES = POLICY_FIELD_NAMES + PROCESS_SETTINGS + ("models", "teams", "keys")
 
 
 @dataclass(frozen=True)
@@ -79,6 +83,12 @@ class PluginSettings:
     #: team/key ``metadata.budget_hook``: ``tighten`` (only stricter settings apply), ``trust`` (all
     #: apply: only admins can write that metadata on this gateway), ``ignore`` (not read)
     metadata_policy: str = "tighten"
+    #: token counts cached by content hash, per worker (about 300 bytes each; 0 disables the cache)
+    count_cache_entries: int = 65_536
+    #: threads that decide large requests off the event loop, and the size (characters of text) from
+    #: which a request counts as large (0: always inline)
+    counting_threads: int = 4
+    offload_chars: int = 50_000
 
 
 def _explain(exc: ValidationError, root: str) -> str:
@@ -119,7 +129,7 @@ def load_settings(raw: Mapping[str, Any] | None, *, root: str = SETTINGS_PATH) -
         layers.validate()
     except PolicyError as exc:
         raise PolicyError(f"invalid budget_hook settings: {root}.{exc}") from None
-    return PluginSettings(layers=layers, log_to_stderr=model.log_to_stderr, metadata_policy=model.metadata_policy)
+    return PluginSettings(layers=layers, **{name: getattr(model, name) for name in PROCESS_SETTINGS})
 
 
 def load_metadata_layer(raw: Any, *, where: str) -> dict[str, Any]:

@@ -1,0 +1,75 @@
+"""A bounded, thread-safe LRU of token counts keyed by content hash, shared by every counter in a process.
+
+Why: a chat resends its whole history every turn and an agent resends hundreds of tool results, so a
+gateway tokenizes the same text over and over. Keyed by what determines a message's count (its text's
+length and hash, its other fields, the tokenizer profile and the framing flags), a request
+whose history was seen before only tokenizes what is new. Keys hold lengths and hashes, never content.
+
+Contract: ``COUNT_CACHE.get(key)`` / ``put(key, tokens)``; at most ``max_entries`` entries (about 300
+bytes each), least recently used evicted first. ``configure(max_entries)``
+resizes it (0 disables caching). ``stats()`` reports size, hits and misses. Counting never depends on
+the cache for correctness: a miss recounts.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from typing import Hashable
+
+DEFAULT_MAX_ENTRIES = 65_536
+#: texts shorter than this are not cached (0: every text message is; even short ones cost more to
+#: tokenize with their framing than to look up)
+MIN_CACHED_CHARS = 0
+
+
+class CountCache:
+    def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+        self._entries: OrderedDict[Hashable, int] = OrderedDict()
+        self._lock = threading.Lock()
+        self.max_entries = max_entries
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> int | None:
+        with self._lock:
+            value = self._entries.get(key)
+            if value is None:
+                self.misses += 1
+                return None
+            self._entries.move_to_end(key)
+            self.hits += 1
+            return value
+
+    def put(self, key: Hashable, tokens: int) -> None:
+        if self.max_entries <= 0:
+            return
+        with self._lock:
+            self._entries[key] = tokens
+            self._entries.move_to_end(key)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
+    def configure(self, max_entries: int) -> None:
+        if max_entries < 0:
+            raise ValueError(f"max_entries must be >= 0, got {max_entries}")
+        with self._lock:
+            self.max_entries = max_entries
+            while len(self._entries) > max_entries:
+                self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.hits = self.misses = 0
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"entries": len(self._entries), "max_entries": self.max_entries, "hits": self.hits,
+                    "misses": self.misses}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+COUNT_CACHE = CountCache()
