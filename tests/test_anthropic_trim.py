@@ -176,3 +176,57 @@ def test_fitting_request_is_returned_as_is():
 ])
 def test_pairing_problems_are_found(messages, problem):
     assert problem in " ".join(anthropic_pairing_problems(messages))
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.sampled_from(REAL + CASSETTES))
+def test_the_view_counts_what_the_request_costs(body):
+    from budget_hook.anthropic_trim import build_view
+    view_count = CLAUDE.count_request(build_view(body).request).total
+    assert abs(view_count - count_anthropic(body, CLAUDE)) <= 0.02 * count_anthropic(body, CLAUDE) + 30
+
+
+def mixed_agent() -> dict:
+    body = agent(turns=6)
+    tools = [{"name": f"tool_{i}", "description": "does a thing " * 20, "input_schema": {"type": "object",
+              "properties": {"x": {"type": "string", "description": "value " * 10}}}} for i in range(20)]
+    for message in body["messages"]:
+        if message["role"] == "user" and isinstance(message["content"], list) and message["content"][0]["type"] == "tool_result":
+            message["content"].append({"type": "text", "text": "<system-reminder>please also check the logs</system-reminder>"})
+    return {**body, "tools": body["tools"] + tools}
+
+
+def test_mixed_messages_keep_tools_in_the_count_and_the_users_text():
+    body = mixed_agent()
+    from budget_hook.anthropic_trim import build_view
+    total = count_anthropic(body, CLAUDE)
+    assert abs(CLAUDE.count_request(build_view(body).request).total - total) <= 0.02 * total + 30  # tools counted
+    result = check(body, budget_for(body, 0.8))
+    if result is not None:
+        kept = json.dumps(result.request)
+        surviving = [m for m in body["messages"] if m in result.request["messages"]]
+        for message in body["messages"]:
+            if message not in surviving and message["role"] == "user" and any(
+                    b.get("type") == "text" for b in message["content"] if isinstance(message["content"], list)):
+                assert not any(m["content"] == message["content"] for m in result.request["messages"])
+        assert kept.count("please also check the logs") == sum(
+            1 for m in result.request["messages"] if "please also check the logs" in json.dumps(m))
+
+
+def test_server_tool_blocks_are_never_rewritten():
+    server = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {"query": "x " * 300}}
+    body = {"model": "claude", "max_tokens": 100, "messages": [
+        {"role": "user", "content": "search"},
+        {"role": "assistant", "content": [server, {"type": "text", "text": "found " * 2000}]},
+        {"role": "user", "content": "thanks"}]}
+    result = check(body, budget_for(body, 0.5), TrimPolicy(drop_old_turns=False))
+    assert result is None or all(a.action != "shortened" for a in result.report.actions)
+
+
+def test_a_breakpoint_inside_a_tool_result_protects_the_prefix():
+    body = agent(turns=10)
+    body["messages"][4]["content"][0] = {**body["messages"][4]["content"][0], "content": [
+        {"type": "text", "text": "line\n" * 600, "cache_control": {"type": "ephemeral"}}]}
+    result = check(body, budget_for(body, 0.9))
+    assert result.report.actions
+    assert result.request["messages"][:5] == body["messages"][:5] and result.report.notes == ()

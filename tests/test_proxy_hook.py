@@ -404,3 +404,30 @@ def test_completion_prompt_counts_against_window_minus_reserve():
                  call_type="atext_completion")
     assert "prompt[1] has 3801 tokens, 101 over the limit of 3700" in caught.value.message and "output reserve 100" in caught.value.message
     assert run_hook(plugin, {"model": "g", "prompt": "hello"}, call_type="atext_completion")["metadata"]["budget_hook"]["action"] == "pass"
+
+
+def test_drop_old_images_through_the_hook_counts_as_edited():
+    png = load_png()
+    messages = [{"role": "user", "content": [{"type": "text", "text": "look"},
+                                             {"type": "image_url", "image_url": {"url": png, "detail": "high"}}]}]
+    for turn in range(3):
+        messages += [{"role": "assistant", "content": f"answer {turn}"},
+                     {"role": "user", "content": [{"type": "text", "text": f"and {turn}?"},
+                                                  {"type": "image_url", "image_url": {"url": png, "detail": "high"}}]}]
+    plugin = make_plugin(2200, drop_old_images=True)
+    out = run_hook(plugin, {"model": "g", "messages": messages})
+    record = out["metadata"]["budget_hook"]
+    assert record["messages"]["images_removed"] >= 1 and record["action"] == "trimmed"
+    assert int(decision_headers(record)["x-budget-edited-messages"]) == record["messages"]["images_removed"]
+
+
+def load_png() -> str:
+    import base64
+    import struct
+    import zlib
+    width, height = 1024, 1024
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF)
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    raw = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00" * 10)) + chunk(b"IEND", b"")
+    return "data:image/png;base64," + base64.b64encode(raw).decode()

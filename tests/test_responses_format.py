@@ -157,3 +157,22 @@ def test_malformed_items_name_the_field():
         build_view({"input": [{"type": "message", "role": "robot", "content": "x"}]})
     with pytest.raises(MalformedRequestError, match="input"):
         build_view({"input": 42})
+
+
+def test_images_in_function_call_outputs_are_removed_when_asked():
+    image = {"type": "input_image", "image_url": "https://example.com/shot.png", "detail": "high"}
+    body = {"model": "gpt-4o", "input": [
+        {"role": "user", "content": "take a screenshot"},
+        {"type": "function_call", "call_id": "c1", "name": "screenshot", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "done"}, image]},
+        {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "I see it."}]},
+        {"role": "user", "content": "and now?"}]}
+    result = check(body, budget_for(body, 0.5), TrimPolicy(drop_old_images=True, drop_old_turns=False,
+                                                            compact_tool_results=False))
+    assert result is not None and "input_image" not in json.dumps(result.request["input"])
+
+
+def test_a_reasoning_summary_of_the_wrong_type_names_the_field():
+    import pytest
+    with pytest.raises(MalformedRequestError, match=r"input\[1\]\.summary"):
+        build_view({"input": [{"role": "user", "content": "x"}, {"type": "reasoning", "summary": 5}]})

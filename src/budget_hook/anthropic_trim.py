@@ -14,13 +14,15 @@ the view; every decision is then applied to the native blocks it came from. So, 
   dropping whole turns keeps the first message ``user`` and roles alternating;
 * compacting a tool result keeps the block and its ``tool_use_id`` and replaces its content with the
   head and a marker; results with ``is_error: true`` are kept;
-* an assistant message carrying ``thinking`` / ``redacted_thinking`` (signed by Anthropic) is never
-  edited: it stays whole or leaves with its whole turn;
+* an assistant message carrying ``thinking`` / ``redacted_thinking`` (signed by Anthropic) or server-tool
+  blocks is never edited: it stays whole or leaves with its whole turn; so is a user message that sends
+  text or images along with tool results (the user's own text is never cut);
 * prompt caching: everything up to the last ``cache_control`` breakpoint in ``messages`` is protected
   in a first pass; only when the request cannot fit otherwise is it trimmed again without that
   protection, and the report's ``notes`` say the cached prefix was rewritten.
 
-The reported ``tokens_after`` is a fresh count of the native result.
+The reported ``tokens_after`` is a fresh count of the native result, and it must be within the budget:
+otherwise ``CannotFitError``, whatever the view said.
 """
 
 from __future__ import annotations
@@ -35,7 +37,6 @@ from .errors import CannotFitError, MalformedRequestError
 from .trimming import MessageAction, TrimPolicy, TrimReport, TrimResult, content_hash, message_text, trim_request
 
 CACHE_PREFIX_NOTE = "cache_prefix_rewritten"
-_THINKING = ("thinking", "redacted_thinking")
 
 
 def count_anthropic(body: Mapping[str, Any], counter: TokenCounter) -> int:
@@ -53,11 +54,21 @@ class _View:
     request: dict[str, Any]
     refs: tuple[_Ref | None, ...]   # per view message; None for the system message
     cache_prefix: frozenset[int]    # view indexes up to the last cache_control breakpoint
-    thinking: frozenset[int]        # view indexes carrying signed thinking: never edited
+    no_edit: frozenset[int]         # view indexes never rewritten (signed thinking, mixed or server blocks)
+
+
+#: blocks whose text the view can rewrite faithfully; a message with any other block (server tools,
+#: search results, containers...) is never edited, because its view text includes those blocks' JSON
+_EDITABLE_BLOCKS = frozenset({"text", "tool_use", "tool_result", "image", "document"})
 
 
 def _has_cache_control(block: Any) -> bool:
-    return isinstance(block, Mapping) and block.get("cache_control") is not None
+    if not isinstance(block, Mapping):
+        return False
+    if block.get("cache_control") is not None:
+        return True
+    nested = block.get("content")  # a breakpoint may sit inside a tool_result's content
+    return isinstance(nested, list) and any(_has_cache_control(inner) for inner in nested)
 
 
 def build_view(body: Mapping[str, Any]) -> _View:
@@ -70,7 +81,7 @@ def build_view(body: Mapping[str, Any]) -> _View:
     native = body["messages"]
     current_turn = _current_turn_start(native)
     last_breakpoint = -1
-    thinking: set[int] = set()
+    no_edit: set[int] = set()
     for index, message in enumerate(native):
         keep_thinking = index >= current_turn
         where = f"messages[{index}]"
@@ -83,7 +94,8 @@ def build_view(body: Mapping[str, Any]) -> _View:
         if any(_has_cache_control(block) for block in content):
             last_breakpoint = index
         results = [i for i, block in enumerate(content) if isinstance(block, Mapping) and block.get("type") == "tool_result"]
-        rest = [i for i in range(len(content)) if i not in results]
+        result_set = set(results)
+        rest = [i for i in range(len(content)) if i not in result_set]
         for block_index in results:
             single = {"role": message.get("role"), "content": [content[block_index]]}
             for part in _convert_message(single, f"{where}.content[{block_index}]", keep_thinking=keep_thinking,
@@ -94,26 +106,28 @@ def build_view(body: Mapping[str, Any]) -> _View:
             # Text or images sent along with tool results (e.g. a file the tool attached) belong to the
             # same exchange, not to a new turn: they join the last result's view message, so they stay
             # or leave with it and the turn boundary stays where Anthropic's is.
+            # Never edited: compacting would cut the user's own text, which must stay as sent.
             extra = _convert_message({"role": "user", "content": [content[i] for i in rest]}, where,
                                      inline_tool_images=True)
             last = view_messages[-1]
             parts = [{"type": "text", "text": last["content"]}] if isinstance(last["content"], str) else list(last["content"])
-            for converted in extra:
-                body_parts = converted.get("content")
-                parts.extend([{"type": "text", "text": body_parts}] if isinstance(body_parts, str) else body_parts or [])
+            for extra_message in extra:
+                extra_parts = extra_message.get("content")
+                parts.extend([{"type": "text", "text": extra_parts}] if isinstance(extra_parts, str) else extra_parts or [])
             view_messages[-1] = {**last, "content": parts}
             refs[-1] = _Ref(index, (results[-1], *rest))
+            no_edit.add(len(view_messages) - 1)
         elif rest or not results:
             remaining = {"role": message.get("role"), "content": [content[i] for i in rest]}
-            has_thinking = any(isinstance(content[i], Mapping) and content[i].get("type") in _THINKING for i in rest)
+            frozen = any(isinstance(content[i], Mapping) and content[i].get("type") not in _EDITABLE_BLOCKS for i in rest)
             for part in _convert_message(remaining, where, keep_thinking=keep_thinking, inline_tool_images=True):
-                if has_thinking:
-                    thinking.add(len(view_messages))
+                if frozen:  # signed thinking, server-tool blocks...: stays whole or leaves with its turn
+                    no_edit.add(len(view_messages))
                 view_messages.append(part)
                 refs.append(_Ref(index, tuple(rest)))
     cache_prefix = frozenset(i for i, ref in enumerate(refs) if ref is not None and ref.message <= last_breakpoint)
     request = {**converted, "messages": view_messages}
-    return _View(request, tuple(refs), cache_prefix, frozenset(thinking))
+    return _View(request, tuple(refs), cache_prefix, frozenset(no_edit))
 
 
 def trim_anthropic(
@@ -129,11 +143,11 @@ def trim_anthropic(
     notes: tuple[str, ...] = ()
     try:
         result = trim_request(view.request, counter=counter, budget=budget, policy=policy,
-                              protected=view.cache_prefix, no_edit=view.thinking)
+                              protected=view.cache_prefix, no_edit=view.no_edit)
     except CannotFitError:
         if not view.cache_prefix:
             raise
-        result = trim_request(view.request, counter=counter, budget=budget, policy=policy, no_edit=view.thinking)
+        result = trim_request(view.request, counter=counter, budget=budget, policy=policy, no_edit=view.no_edit)
         notes = (CACHE_PREFIX_NOTE,)
     report = result.report
     if not report.changed:
@@ -141,6 +155,14 @@ def trim_anthropic(
 
     new_body = _apply(body, view, result)
     tokens_after = count_anthropic(new_body, counter)
+    if tokens_after > budget.budget:
+        # The native result must hold on its own count, whatever the view said.
+        raise CannotFitError(
+            f"{counter.model}: the trimmed request still needs {tokens_after} input tokens, over the input budget "
+            f"of {budget.budget} tokens. This model's maximum context length is {budget.window} tokens. Shorten "
+            f"the latest message, lower max_tokens, or use a model with a larger context window.",
+            {**budget.as_dict(), "model": counter.model, "tokens_before": report.tokens_before,
+             "tokens_after_trimming": tokens_after})
     actions = tuple(_native_action(action, view, body) for action in report.actions)
     native_report = replace(report, tokens_after=tokens_after, actions=actions, notes=report.notes + notes)
     return TrimResult(new_body, native_report)
@@ -176,8 +198,6 @@ def _apply(body: Mapping[str, Any], view: _View, result: TrimResult) -> dict[str
             kind = block.get("type") if isinstance(block, Mapping) else None
             if action.action == "compacted" and kind == "tool_result":
                 replaced_blocks[(ref.message, block_index)] = {**block, "content": message_text(edited)}
-            elif action.action == "compacted":
-                replaced_blocks[(ref.message, block_index)] = None  # sent with the result: compacted into it
             elif action.action == "images_removed" and kind == "image":
                 replaced_blocks[(ref.message, block_index)] = {"type": "text", "text": _placeholder(edited)}
             elif action.action == "images_removed" and kind == "tool_result" and isinstance(block.get("content"), list):

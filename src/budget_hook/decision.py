@@ -98,7 +98,7 @@ class Decision:
 
     def counts(self) -> dict[str, int]:
         """How many messages each action touched (dropped / compacted / shortened)."""
-        totals = {"dropped": 0, "compacted": 0, "shortened": 0}
+        totals = {"dropped": 0, "compacted": 0, "shortened": 0, "images_removed": 0}
         for action in self.report.actions if self.report else ():
             totals[action.action] += 1
         return totals

@@ -522,7 +522,8 @@ def decision_headers(record: Mapping[str, Any]) -> dict[str, str]:
     counts = record.get("messages")
     if isinstance(counts, Mapping):
         headers["x-budget-dropped-messages"] = str(counts.get("dropped", 0))
-        headers["x-budget-edited-messages"] = str(counts.get("compacted", 0) + counts.get("shortened", 0))
+        headers["x-budget-edited-messages"] = str(counts.get("compacted", 0) + counts.get("shortened", 0)
+                                                  + counts.get("images_removed", 0))
     if record.get("method"):
         headers["x-budget-count-method"] = str(record["method"])
     return {k: v for k, v in headers.items() if v}

@@ -26,7 +26,7 @@ from typing import Any, Mapping
 
 from .budget import Budget
 from .counting import TokenCounter, canonical_json
-from .errors import MalformedRequestError
+from .errors import CannotFitError, MalformedRequestError
 from .trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text, trim_request
 
 SERVER_HISTORY_NOTE = "server_side_history_not_counted"
@@ -120,7 +120,10 @@ def build_view(body: Mapping[str, Any]) -> _View:
             view = {"role": "tool", "tool_call_id": str(item.get("call_id", "")),
                     "content": output if isinstance(output, str) else _content(output or "", f"{where}.output")}
         elif kind == "reasoning":
-            summary = " ".join(str(s.get("text", "")) for s in item.get("summary") or [] if isinstance(s, Mapping))
+            summary_items = item.get("summary") or []
+            if not isinstance(summary_items, list):
+                raise MalformedRequestError(f"{where}.summary", f"expected a list, got {type(summary_items).__name__}")
+            summary = " ".join(str(s.get("text", "")) for s in summary_items if isinstance(s, Mapping))
             hidden = str(item.get("encrypted_content") or "") + canonical_json(item.get("content") or "")
             view = {"role": "assistant", "content": summary + hidden}
             no_edit.add(len(messages))
@@ -167,9 +170,16 @@ def trim_responses(
     if not report.changed:
         return TrimResult(body, report)
     new_body = _apply(body, view, result)
+    tokens_after = count_responses(new_body, counter)
+    if tokens_after > budget.budget:  # the native result must hold on its own count
+        raise CannotFitError(
+            f"{counter.model}: the trimmed request still needs {tokens_after} input tokens, over the input budget "
+            f"of {budget.budget} tokens. This model's maximum context length is {budget.window} tokens. Shorten "
+            f"the latest input, lower max_output_tokens, or use a model with a larger context window.",
+            {**budget.as_dict(), "model": counter.model, "tokens_before": report.tokens_before,
+             "tokens_after_trimming": tokens_after})
     actions = tuple(_native_action(action, view, body) for action in report.actions)
-    report = replace(report, tokens_after=count_responses(new_body, counter), actions=actions)
-    return TrimResult(new_body, report)
+    return TrimResult(new_body, replace(report, tokens_after=tokens_after, actions=actions))
 
 
 def _apply(body: Mapping[str, Any], view: _View, result: TrimResult) -> dict[str, Any]:
@@ -191,13 +201,15 @@ def _apply(body: Mapping[str, Any], view: _View, result: TrimResult) -> dict[str
         if action.action == "compacted" and item.get("type") == "function_call_output":
             replaced[item_index] = {**item, "output": message_text(edited)}
         elif action.action == "shortened":
-            replaced[item_index] = {**item, "content": [{"type": "output_text", "text": message_text(edited)}]
+            replaced[item_index] = {**item, "content": [{"type": "output_text", "text": message_text(edited), "annotations": []}]
                                     if isinstance(item.get("content"), list) else message_text(edited)}
-        elif action.action == "images_removed" and isinstance(item.get("content"), list):
-            replaced[item_index] = {**item, "content": [
-                {"type": "input_text", "text": "[budget_hook: image removed by the gateway to fit the context budget]"}
-                if isinstance(part, Mapping) and part.get("type") == "input_image" else part
-                for part in item["content"]]}
+        elif action.action == "images_removed":
+            field = "output" if item.get("type") == "function_call_output" else "content"
+            if isinstance(item.get(field), list):
+                replaced[item_index] = {**item, field: [
+                    {"type": "input_text", "text": "[budget_hook: image removed by the gateway to fit the context budget]"}
+                    if isinstance(part, Mapping) and part.get("type") == "input_image" else part
+                    for part in item[field]]}
     new_items = [replaced.get(i, item) for i, item in enumerate(items) if i not in dropped]
     return {**body, "input": new_items}
 

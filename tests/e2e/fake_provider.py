@@ -36,6 +36,13 @@ ENCODING = None
 MODELS: dict[str, int] = {}
 RECORD_PATH = ""
 RECORD_LOCK = threading.Lock()
+INSTANT = False  # --instant: answer at once, no counting or checks (overhead benchmarks)
+STATS: dict[str, int] = {"requests": 0, "accepted": 0, "rejected_window": 0, "rejected_structure": 0}
+
+
+def _stat(name: str) -> None:
+    with RECORD_LOCK:
+        STATS[name] = STATS.get(name, 0) + 1
 
 
 def _strings(value, out: list[str]) -> None:
@@ -95,6 +102,9 @@ class Handler(BaseHTTPRequestHandler):
         self._send(status, {"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}})
 
     def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/stats"):
+            with RECORD_LOCK:
+                return self._send(200, dict(STATS))
         if self.path.rstrip("/").endswith("/models"):
             data = [{"id": name, "object": "model", "owned_by": "fake", "context_length": window}
                     for name, window in MODELS.items()]
@@ -109,9 +119,17 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError:
             return self._error(400, "We could not parse the JSON body of your request.", None)
-        with RECORD_LOCK, open(RECORD_PATH, "a", encoding="utf-8") as record:
-            record.write(json.dumps({"path": self.path, "body": body, "time": time.time()}) + "\n")
+        _stat("requests")
+        if RECORD_PATH:
+            with RECORD_LOCK, open(RECORD_PATH, "a", encoding="utf-8") as record:
+                record.write(json.dumps({"path": self.path, "body": body, "time": time.time()}) + "\n")
         path = self.path.rstrip("/")
+        if INSTANT:
+            _stat("accepted")
+            usage = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
+            return self._send(200, {"id": "chatcmpl-instant", "object": "chat.completion", "created": int(time.time()),
+                                    "model": body.get("model"), "usage": usage, "choices": [{"index": 0,
+                                    "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}]})
         if path.endswith("/messages"):
             return self._anthropic(body)
         if path.endswith("/embeddings"):
@@ -126,11 +144,13 @@ class Handler(BaseHTTPRequestHandler):
         messages = body.get("messages") or []
         problem = structure_error(messages)
         if problem:
+            _stat("rejected_structure")
             return self._error(400, problem, None, "messages")
         window = MODELS[model]
         prompt = count_prompt(body)
         completion_reserve = body.get("max_completion_tokens") or body.get("max_tokens") or 0
         if prompt + completion_reserve > window:
+            _stat("rejected_window")
             return self._error(
                 400,
                 f"This model's maximum context length is {window} tokens. However, you requested "
@@ -142,6 +162,7 @@ class Handler(BaseHTTPRequestHandler):
         last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
         if "FAIL_UPSTREAM" in json.dumps(last_user.get("content")):
             return self._error(500, "The server had an error while processing your request.", "server_error")
+        _stat("accepted")
         answer = f"ok: {len(messages)} messages, {prompt} prompt tokens"
         usage = {"prompt_tokens": prompt, "completion_tokens": 8, "total_tokens": prompt + 8}
         completion_id = f"chatcmpl-{uuid.uuid4().hex[:12]}"
@@ -297,14 +318,16 @@ Handler._responses = _responses
 
 
 def main() -> None:
-    global ENCODING, MODELS, RECORD_PATH
+    global ENCODING, MODELS, RECORD_PATH, INSTANT
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", required=True, help='JSON object {"model id": context window}')
-    parser.add_argument("--record", required=True)
+    parser.add_argument("--record", default="", help="append every request body to this JSONL file")
+    parser.add_argument("--instant", action="store_true", help="answer at once without counting or checks")
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args()
     MODELS = json.loads(args.models)
     RECORD_PATH = args.record
+    INSTANT = args.instant
     if not os.environ.get("TIKTOKEN_CACHE_DIR"):
         sys.exit("fake_provider: set TIKTOKEN_CACHE_DIR to litellm's vendored tokenizers (offline)")
     ENCODING = tiktoken.get_encoding("o200k_base")

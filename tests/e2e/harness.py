@@ -82,19 +82,21 @@ class Process:
             self.popen.wait(timeout=15)
 
 
-def start_fake_provider(workdir: Path, models: dict[str, int]) -> Process:
-    record = workdir / "upstream_payloads.jsonl"
-    record.touch()
+def start_fake_provider(workdir: Path, models: dict[str, int], *, record: bool = True, instant: bool = False) -> Process:
+    """``record``: keep every payload (tests); off for load runs. ``instant``: answer without checks."""
+    record_path = workdir / "upstream_payloads.jsonl"
+    record_path.touch()
     stderr_path = workdir / "upstream.stderr"
+    flags = (["--record", str(record_path)] if record else []) + (["--instant"] if instant else [])
     popen = subprocess.Popen(
-        [sys.executable, str(HERE / "fake_provider.py"), "--models", json.dumps(models), "--record", str(record)],
+        [sys.executable, str(HERE / "fake_provider.py"), "--models", json.dumps(models), *flags],
         stdout=subprocess.PIPE, stderr=stderr_path.open("w"), env=process_env(), start_new_session=True, text=True,
     )
     line = popen.stdout.readline()
     if not line.startswith("READY "):
         popen.kill()
         raise RuntimeError(f"fake provider did not start: {line!r} {stderr_path.read_text()}")
-    return Process(popen, stderr_path, int(line.split()[1]), {"record": record})
+    return Process(popen, stderr_path, int(line.split()[1]), {"record": record_path})
 
 
 def upstream_payloads(upstream: Process) -> list[dict]:
@@ -163,3 +165,23 @@ def wait_for_lines(path: Path, call_id: str, timeout: float = 10.0) -> list[dict
                 return found
         time.sleep(0.1)
     raise AssertionError(f"no line for call {call_id} in {path}")
+
+
+def rss_kib(pid: int) -> dict[str, int]:
+    """Current and peak resident memory of a process and its children (the proxy's worker), in KiB."""
+    totals = {"VmRSS": 0, "VmHWM": 0}
+    pids = [pid]
+    try:
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        pids += [int(child) for child in children]
+    except OSError:
+        pass
+    for one in pids:
+        try:
+            for line in Path(f"/proc/{one}/status").read_text().splitlines():
+                name = line.split(":")[0]
+                if name in totals:
+                    totals[name] += int(line.split()[1])
+        except OSError:
+            continue
+    return totals

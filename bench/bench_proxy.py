@@ -1,0 +1,254 @@
+"""Through real proxies on loopback: the plugin's overhead, and a bounded load test.
+
+    python bench/bench_proxy.py                 # both parts (about 4 minutes on 2 cores)
+    python bench/bench_proxy.py --load 2000     # a shorter load test
+
+1. Overhead: two litellm proxies side by side in one run, identical but for budget_hook, in front of a
+   local upstream that answers instantly. Concurrency 32; typical requests (10 turns, ~2k tokens) and
+   agent requests (200 messages, ~100k tokens; each client's next turn resends its history). Printed:
+   throughput with / without the plugin (target >= 0.9x) and the added p50/p99 latency.
+2. Load test: 10,000 requests of mixed sizes at concurrency 64 through a proxy with budget_hook, in
+   front of an upstream that counts every prompt itself and rejects anything over its window or with
+   orphaned tool results. Checked: zero 5xx, zero over-window or invalid requests reaching the upstream
+   (its own counters), every decision logged (one record per call id), and the worker's peak memory.
+
+Every process binds 127.0.0.1 and is stopped by its PID.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+import httpx
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from tests.e2e.harness import decision_records, rss_kib, start_fake_provider, start_proxy  # noqa: E402
+
+WINDOW = 16_000
+
+
+def config(upstream_port: int, *, plugin: bool, settings: dict | None = None) -> dict:
+    api_base = f"http://127.0.0.1:{upstream_port}/v1"
+    model_list = [{"model_name": "bench", "litellm_params": {"model": "openai/gpt-4o-16k", "api_base": api_base,
+                                                             "api_key": "fake"},
+                   "model_info": {"max_input_tokens": WINDOW}}]
+    out: dict = {"model_list": model_list, "litellm_settings": {"num_retries": 0}}
+    if plugin:
+        out["litellm_settings"]["callbacks"] = "budget_hook.proxy.plugin"
+        out["callback_settings"] = {"budget_hook": settings or {}}
+    return out
+
+
+def start(folder: Path, cfg: dict):
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "litellm_config.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return start_proxy(path, log_dir=folder)
+
+
+WORDS = "the quick brown fox jumps over the lazy dog while the build log scrolls past".split()
+
+
+def text(rng: random.Random, words: int) -> str:
+    return " ".join(rng.choice(WORDS) for _ in range(words))
+
+
+def typical(rng: random.Random, client: int, turn: int) -> dict:
+    messages = [{"role": "system", "content": "You are a helpful assistant."}]
+    for index in range(5):
+        messages += [{"role": "user", "content": f"client {client} turn {turn}.{index}: " + text(rng, 150)},
+                     {"role": "assistant", "content": text(rng, 150)}]
+    return {"model": "bench", "messages": messages, "max_tokens": 200}
+
+
+class AgentSessions:
+    """Each client is an agent whose next turn resends its 200-message history plus one new step."""
+
+    def __init__(self, clients: int, rng: random.Random) -> None:
+        self.histories = {}
+        for client in range(clients):
+            history = [{"role": "system", "content": "You are a coding agent."},
+                       {"role": "user", "content": f"client {client}: fix the failing build"}]
+            for step in range(66):
+                call_id = f"call_{client}_{step}"
+                history += [
+                    {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function",
+                     "function": {"name": "run", "arguments": json.dumps({"cmd": f"make step{step}"})}}]},
+                    {"role": "tool", "tool_call_id": call_id, "content": text(rng, 330)},
+                    {"role": "assistant", "content": text(rng, 40)},
+                ]
+            self.histories[client] = history
+
+    def next(self, client: int, turn: int) -> dict:
+        messages = self.histories[client][:199] + [{"role": "user", "content": f"turn {turn}: and now?"}]
+        return {"model": "agent", "messages": messages, "max_tokens": 500}
+
+
+async def drive(url: str, bodies, concurrency: int) -> tuple[list[float], list[int], float]:
+    latencies: list[float] = []
+    statuses: list[int] = []
+    queue: asyncio.Queue = asyncio.Queue()
+    for body in bodies:
+        queue.put_nowait(body)
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(timeout=120, limits=limits) as client:
+        async def worker():
+            while True:
+                try:
+                    body = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                start = time.perf_counter()
+                response = await client.post(url, json=body, headers={"authorization": "Bearer sk-bench"})
+                latencies.append(time.perf_counter() - start)
+                statuses.append(response.status_code)
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        elapsed = time.perf_counter() - start
+    return latencies, statuses, elapsed
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def overhead(workdir: Path, rounds: int, per_round: int) -> None:
+    upstream = start_fake_provider(workdir, {"gpt-4o-16k": 10**7}, record=False, instant=True)
+    proxies = {}
+    try:
+        for name, plugin in (("without", False), ("with", True)):
+            cfg = config(upstream.port, plugin=plugin)
+            cfg["model_list"].append({**cfg["model_list"][0], "model_name": "agent",
+                                      "model_info": {"max_input_tokens": 128_000}})
+            proxies[name] = start(workdir / f"overhead-{name}", cfg)
+        rng = random.Random(7)
+        sessions = AgentSessions(32, rng)
+        workloads = {
+            "typical (10 turns, ~2k tokens)": lambda n, r: [typical(rng, i % 32, r * n + i) for i in range(n)],
+            "agent (200 messages, ~100k tokens)": lambda n, r: [sessions.next(i % 32, r * n + i) for i in range(n)],
+        }
+        print("1. overhead at concurrency 32 (instant upstream; same run, rounds alternate the two proxies)")
+        for label, make in workloads.items():
+            results = {name: ([], 0.0, 0) for name in proxies}
+            for round_number in range(rounds):
+                bodies = make(per_round, round_number)
+                for name in (("without", "with") if round_number % 2 == 0 else ("with", "without")):
+                    lat, statuses, elapsed = asyncio.run(drive(f"{proxies[name].base_url}/v1/chat/completions",
+                                                               bodies, 32))
+                    assert all(s == 200 for s in statuses), (name, sorted(set(statuses)))
+                    old = results[name]
+                    results[name] = (old[0] + lat, old[1] + elapsed, old[2] + len(lat))
+            plain, plugged = results["without"], results["with"]
+            throughput_plain, throughput_plugged = plain[2] / plain[1], plugged[2] / plugged[1]
+            print(f"   {label:36s} throughput {throughput_plugged:6.1f} vs {throughput_plain:6.1f} req/s "
+                  f"= {throughput_plugged / throughput_plain:4.2f}x | added latency p50 "
+                  f"{pct(plugged[0], .5) - pct(plain[0], .5):+6.1f} ms, p99 {pct(plugged[0], .99) - pct(plain[0], .99):+6.1f} ms "
+                  f"(without: p50 {pct(plain[0], .5):.1f} ms, p99 {pct(plain[0], .99):.1f} ms)")
+    finally:
+        for proxy in proxies.values():
+            proxy.stop()
+        upstream.stop()
+
+
+def load_bodies(count: int, rng: random.Random) -> list[tuple[str, dict]]:
+    """Mixed traffic: fitting chats, over-budget agent conversations, impossible and invalid requests."""
+    sessions = AgentSessions(64, rng)
+    bodies = []
+    for index in range(count):
+        kind = rng.choices(["fits", "trim", "impossible", "invalid", "tiny"], [40, 25, 10, 10, 15])[0]
+        if kind == "fits":
+            body = typical(rng, index % 64, index)
+        elif kind == "trim":
+            body = {**sessions.next(index % 64, index), "model": "bench"}
+            # distinct requests: a new last step each time
+            body["messages"] = body["messages"][:-1] + [{"role": "user", "content": f"step {index}: " + text(rng, 50)}]
+        elif kind == "impossible":
+            body = {"model": "bench", "messages": [{"role": "user", "content": text(rng, 20_000)}]}
+        elif kind == "invalid":
+            body = rng.choice([
+                {"model": "bench", "messages": [{"role": "user", "content": 42}]},
+                {"model": "bench", "messages": "hello"},
+                {"model": "bench", "messages": [{"content": "no role"}]},
+                {"model": "bench", "messages": [{"role": "wizard", "content": "hi"}]},
+                {"model": "bench", "messages": [{"role": "user", "content": [{"type": "text"}]}], "max_tokens": -5},
+            ])
+        else:
+            body = {"model": "bench", "messages": [{"role": "user", "content": f"hi {index}"}]}
+        bodies.append((kind, body))
+    return bodies
+
+
+def load_test(workdir: Path, count: int, concurrency: int) -> None:
+    upstream = start_fake_provider(workdir, {"gpt-4o-16k": WINDOW}, record=False)
+    proxy = start(workdir / "load", config(upstream.port, plugin=True))
+    try:
+        rng = random.Random(11)
+        mixed = load_bodies(count, rng)
+        before = rss_kib(proxy.pid)
+        latencies, statuses, elapsed = asyncio.run(drive(f"{proxy.base_url}/v1/chat/completions",
+                                                         [body for _, body in mixed], concurrency))
+        time.sleep(2)  # logging callbacks run after the responses
+        after = rss_kib(proxy.pid)
+        stats = httpx.get(f"http://127.0.0.1:{upstream.port}/stats").json()
+        records = decision_records(proxy)
+        by_status: dict[int, int] = {}
+        for status in statuses:
+            by_status[status] = by_status.get(status, 0) + 1
+        kinds: dict[str, int] = {}
+        for kind, _ in mixed:
+            kinds[kind] = kinds.get(kind, 0) + 1
+        actions: dict[str, int] = {}
+        for record in records:
+            action = record["decision"]["action"]
+            actions[action] = actions.get(action, 0) + 1
+        print(f"2. load test: {count} requests at concurrency {concurrency} in {elapsed:.1f} s "
+              f"({count / elapsed:.0f} req/s), mix {kinds}")
+        print(f"   statuses {dict(sorted(by_status.items()))}; 5xx: {sum(v for k, v in by_status.items() if k >= 500)}")
+        print(f"   upstream saw {stats['requests']}: accepted {stats['accepted']}, over its window "
+              f"{stats['rejected_window']}, invalid structure {stats['rejected_structure']}")
+        print(f"   decision records: {len(records)} for {count} requests ({len({r['call_id'] for r in records})} "
+              f"distinct call ids); actions {actions}")
+        print(f"   latency p50 {pct(latencies, .5):.0f} ms, p99 {pct(latencies, .99):.0f} ms; proxy memory "
+              f"{before['VmRSS'] // 1024} MiB before, {after['VmRSS'] // 1024} MiB after, peak {after['VmHWM'] // 1024} MiB "
+              f"(count cache bound: 65,536 entries, about 20 MiB)")
+        problems = []
+        if any(status >= 500 for status in statuses):
+            problems.append("5xx answers")
+        if stats["rejected_window"] or stats["rejected_structure"]:
+            problems.append("over-window or invalid requests reached the upstream")
+        if len(records) != count:
+            problems.append(f"{count - len(records)} requests without a decision record")
+        print("   PASS" if not problems else f"   FAIL: {'; '.join(problems)}")
+        if problems:
+            raise SystemExit(1)
+    finally:
+        proxy.stop()
+        upstream.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--load", type=int, default=10_000, help="requests in the load test (0: skip)")
+    parser.add_argument("--rounds", type=int, default=4, help="overhead rounds per proxy (0: skip)")
+    parser.add_argument("--per-round", type=int, default=300)
+    args = parser.parse_args()
+    with TemporaryDirectory(prefix="budget_hook_bench_") as folder:
+        if args.rounds:
+            overhead(Path(folder), args.rounds, args.per_round)
+        if args.load:
+            load_test(Path(folder), args.load, 64)
+
+
+if __name__ == "__main__":
+    main()
