@@ -20,9 +20,10 @@ from .budget import compute_budget, requested_output_tokens
 from .counting import TokenCounter
 from .errors import CannotFitError, ContextBudgetError, MalformedRequestError, OutputReserveTooLargeError
 from .policy import ResolvedPolicy
-from .anthropic_trim import count_anthropic, trim_anthropic
+from .anthropic_trim import anthropic_pairing_problems, count_anthropic, trim_anthropic
 from .inputs import InputsResult, check_inputs
-from .responses_format import count_responses, trim_responses
+from .responses_format import count_responses, responses_pairing_problems, trim_responses
+from .structure import pairing_problems
 from .trimming import TrimReport, TrimResult, trim_request
 
 
@@ -172,15 +173,25 @@ class Shape:
     name: str
     count: Callable[[Mapping[str, Any], TokenCounter], int]
     trim: Callable[..., TrimResult]
+    #: structure problems the provider would reject, found in the request *as sent*
+    problems: Callable[[Mapping[str, Any]], list[str]]
 
 
 def _count_chat(body: Mapping[str, Any], counter: TokenCounter) -> int:
     return counter.count_request(body).total
 
 
-CHAT = Shape("chat", _count_chat, trim_request)
-ANTHROPIC_MESSAGES = Shape("anthropic_messages", count_anthropic, trim_anthropic)
-RESPONSES = Shape("responses", count_responses, trim_responses)
+def _list_problems(check: Callable[[Any], list[str]], key: str) -> Callable[[Mapping[str, Any]], list[str]]:
+    def problems(body: Mapping[str, Any]) -> list[str]:
+        value = body.get(key)
+        return check(value) if isinstance(value, list) else []
+    return problems
+
+
+CHAT = Shape("chat", _count_chat, trim_request, _list_problems(pairing_problems, "messages"))
+ANTHROPIC_MESSAGES = Shape("anthropic_messages", count_anthropic, trim_anthropic,
+                           _list_problems(anthropic_pairing_problems, "messages"))
+RESPONSES = Shape("responses", count_responses, trim_responses, _list_problems(responses_pairing_problems, "input"))
 
 
 def _blocked(common: dict, limits: ModelLimits, block: BlockReason, warnings: list[str], **extra: Any) -> Decision:
@@ -220,6 +231,14 @@ def decide_chat(
         return Decision(action="skipped", limits=limits, **common)
 
     warnings: list[str] = []
+    try:
+        # Found before trimming, and said in the record: a provider 400 for these is not the trimmer's doing.
+        problems = shape.problems(request)
+    except Exception:  # a structure too odd to check is left to the counter's validation below
+        problems = []
+    if problems:
+        warnings.append(f"request invalid before trimming ({len(problems)} problem(s)), not caused by budget_hook: "
+                        + "; ".join(problems[:3]))
     limits, unknown = _resolve_window(model_group, limits, policy, warnings)
     if unknown:
         return _blocked(common, limits, unknown, warnings)

@@ -1,0 +1,175 @@
+"""Fuzzing the pre-call hook: nothing a client sends may crash it, hang it, or reach its fail-open path.
+
+Every input must end in one of: forwarded (the same or a trimmed body), or a clear HTTP 400 naming what
+is wrong. Never another exception (the proxy would answer 500), never the plugin's own failure path
+(``action: error``, which would forward an unchecked request), never more than a few seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from litellm.proxy._types import UserAPIKeyAuth
+
+from budget_hook.decision import ModelLimits
+from budget_hook.proxy import BudgetHookHTTPError, BudgetHookPlugin
+from budget_hook.settings import load_settings
+
+CALL_TYPES = ("acompletion", "anthropic_messages", "aresponses", "atext_completion", "aembedding")
+
+
+def plugin(window: int = 4000, model: str = "gpt-4o") -> BudgetHookPlugin:
+    instance = BudgetHookPlugin(load_settings({"log_to_stderr": False, "fail_mode": "closed"}))
+    instance.model_limits = lambda group: ModelLimits(window, "fuzz", model)  # type: ignore[method-assign]
+    return instance
+
+
+PLUGINS = {"gpt": plugin(), "claude": plugin(model="anthropic/claude-sonnet-4-5"), "unknown": plugin(model="no-such-model")}
+
+
+class _Timeout(Exception):
+    pass
+
+
+def run(data, call_type: str = "acompletion", which: str = "gpt", seconds: int = 30):
+    """The hook's outcome: ("forwarded", body) or ("rejected", error). Anything else fails the test."""
+    def expire(*_):
+        raise _Timeout(f"the hook took more than {seconds} s")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        if isinstance(data, dict):
+            data.setdefault("litellm_call_id", f"fuzz-{id(data)}")
+        out = asyncio.run(PLUGINS[which].async_pre_call_hook(UserAPIKeyAuth(), None, data, call_type))
+    except BudgetHookHTTPError as error:
+        assert error.status_code == 400, f"{error.status_code}: {error.message}"
+        assert error.message and len(error.message) < 4000
+        return "rejected", error
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    if isinstance(data, dict):
+        for key in ("metadata", "litellm_metadata"):
+            record = data.get(key, {}).get("budget_hook") if isinstance(data.get(key), dict) else None
+            if isinstance(record, dict) and record.get("action") == "error":
+                pytest.fail(f"client input reached the plugin's failure path: {record.get('error')}")
+    return "forwarded", out
+
+
+json_leaf = st.one_of(st.none(), st.booleans(), st.integers(-10**12, 10**12), st.floats(allow_nan=True),
+                      st.text(max_size=50))
+json_values = st.recursive(json_leaf, lambda inner: st.one_of(st.lists(inner, max_size=4),
+                                                              st.dictionaries(st.text(max_size=8), inner, max_size=4)),
+                           max_leaves=20)
+roles = st.one_of(st.sampled_from(["user", "assistant", "system", "tool", "developer", "function"]), json_values)
+part = st.one_of(
+    json_values,
+    st.fixed_dictionaries({"type": st.sampled_from(["text", "image_url", "input_text", "tool_result", "tool_use",
+                                                    "image", "thinking", "input_image", "file", "weird"])},
+                          optional={"text": json_values, "image_url": json_values, "content": json_values,
+                                    "id": json_values, "tool_use_id": json_values, "source": json_values}),
+)
+message = st.one_of(
+    json_values,
+    st.fixed_dictionaries({}, optional={"role": roles, "content": st.one_of(json_values, st.lists(part, max_size=4)),
+                                        "tool_calls": st.one_of(json_values, st.lists(st.fixed_dictionaries(
+                                            {}, optional={"id": json_values, "type": json_values,
+                                                          "function": json_values}), max_size=3)),
+                                        "tool_call_id": json_values, "name": json_values}),
+)
+bodies = st.fixed_dictionaries(
+    {"model": st.one_of(st.just("g"), json_values)},
+    optional={"messages": st.one_of(json_values, st.lists(message, max_size=6)),
+              "input": st.one_of(json_values, st.lists(st.one_of(message, part), max_size=6)),
+              "prompt": json_values, "system": json_values, "instructions": json_values, "tools": json_values,
+              "max_tokens": json_values, "max_completion_tokens": json_values, "max_output_tokens": json_values,
+              "metadata": json_values, "litellm_metadata": json_values, "tool_choice": json_values},
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(bodies, st.sampled_from(CALL_TYPES), st.sampled_from(sorted(PLUGINS)))
+def test_arbitrary_bodies_are_forwarded_or_rejected_cleanly(body, call_type, which):
+    run(body, call_type, which)
+
+
+def nested(depth: int):
+    value: object = "deep"
+    for _ in range(depth):
+        value = {"a": [value]}
+    return value
+
+
+def chat(*messages, **extra) -> dict:
+    return {"model": "g", "messages": list(messages), **extra}
+
+
+USER = {"role": "user", "content": "hello"}
+
+CORPUS = {
+    "messages not a list": (None, {"model": "g", "messages": "hello"}, "rejected"),
+    "message without role": (None, chat({"content": "hi"}), "rejected"),
+    "unknown role": (None, chat({"role": "wizard", "content": "hi"}), "rejected"),
+    "content a number": (None, chat({"role": "user", "content": 42}), "rejected"),
+    "content a dict": (None, chat({"role": "user", "content": {"text": "hi"}}), "rejected"),
+    "content nested lists": (None, chat({"role": "user", "content": [[["hi"]]]}), None),
+    "content null": (None, chat({"role": "user", "content": None}), "forwarded"),
+    "part of unknown type": (None, chat({"role": "user", "content": [{"type": "hologram", "data": "x"}]}), "forwarded"),
+    "tool call without id": (None, chat(USER, {"role": "assistant", "tool_calls": [{"type": "function",
+                              "function": {"name": "f", "arguments": "{}"}}]}), "forwarded"),
+    "non-JSON arguments": (None, chat(USER, {"role": "assistant", "tool_calls": [{"id": "a", "type": "function",
+                            "function": {"name": "f", "arguments": "{not json"}}]},
+                            {"role": "tool", "tool_call_id": "a", "content": "r"}), "forwarded"),
+    "duplicated tool call ids": (None, chat(USER, {"role": "assistant", "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "f", "arguments": "{}"}},
+        {"id": "a", "type": "function", "function": {"name": "g", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "r"}), "forwarded"),
+    "tool result without a call": (None, chat(USER, {"role": "tool", "tool_call_id": "nope", "content": "r"}), "forwarded"),
+    "lone surrogates": (None, chat({"role": "user", "content": "bad \ud800 text \udfff"}), "forwarded"),
+    "special tokens": (None, chat({"role": "user", "content": "<|endoftext|><|im_start|>system<|im_end|>"}), "forwarded"),
+    "deeply nested content": (None, chat({"role": "user", "content": [{"type": "weird", "data": nested(400)}]}), None),
+    "max_tokens negative": (None, chat(USER, max_tokens=-5), "forwarded"),
+    "max_tokens huge": (None, chat(USER, max_tokens=10**15), "rejected"),
+    "max_tokens a string": (None, chat(USER, max_tokens="lots"), "forwarded"),
+    "model not a string": (None, {"model": 5, "messages": [USER]}, "forwarded"),
+    "metadata not a dict": (None, chat(USER, metadata="x"), "forwarded"),
+    "client cap not an object": (None, chat(USER, metadata={"budget_hook": 5}), "rejected"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CORPUS))
+def test_nasty_corpus(name):
+    _, body, expected = CORPUS[name]
+    outcome, _ = run(json.loads(json.dumps(body)) if "surrogate" not in name else body)
+    if expected:
+        assert outcome == expected, name
+
+
+def test_a_50_mb_string_is_answered_without_hanging():
+    outcome, error = run(chat({"role": "user", "content": "lorem ipsum dolor sit amet " * 1_900_000}), seconds=60)
+    assert outcome == "rejected" and "context_length_exceeded" in error.message
+
+
+def test_100k_tiny_messages_are_answered_without_hanging():
+    messages = [{"role": "user" if i % 2 == 0 else "assistant", "content": f"m{i}"} for i in range(100_000)]
+    outcome, _ = run(chat(*messages), seconds=60)
+    assert outcome in ("forwarded", "rejected")
+
+
+@pytest.mark.parametrize("call_type, body", [
+    ("anthropic_messages", {"model": "g", "max_tokens": 100, "messages": [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": 5, "content": {"odd": True}}]}]}),
+    ("anthropic_messages", {"model": "g", "max_tokens": "x", "system": 5, "messages": []}),
+    ("aresponses", {"model": "g", "input": [{"type": "reasoning", "summary": 5}]}),
+    ("aresponses", {"model": "g", "input": [{"type": "function_call_output", "call_id": None, "output": None}]}),
+    ("aembedding", {"model": "g", "input": [True, False]}),
+    ("aembedding", {"model": "g", "input": [[1, -2, "x"]]}),
+    ("atext_completion", {"model": "g", "prompt": None}),
+])
+def test_nasty_inputs_on_other_endpoints(call_type, body):
+    run(body, call_type)
