@@ -8,6 +8,7 @@ baseline measured in the same run.
 2. Event loop: latency (p50/p99) of small requests (10 turns, ~2k tokens) through the plugin's pre-call
    hook, alone and while huge requests (~900k tokens each) keep arriving on the same event loop; with
    large requests decided in the thread pool (default) and inline (offload_chars: 0), for comparison.
+3. Memory: the count cache filled to its bound by 100,000 distinct messages, measured with tracemalloc.
 """
 
 from __future__ import annotations
@@ -173,7 +174,23 @@ def bench_event_loop() -> None:
     print(f"   small-request p99 under load, inline / thread pool: {pct(inline, .99) / pct(pool, .99):.1f}x")
 
 
+def bench_memory() -> None:
+    import tracemalloc
+
+    COUNT_CACHE.clear()
+    tracemalloc.start()
+    start, _ = tracemalloc.get_traced_memory()
+    for index in range(100_000):
+        GPT.count_message({"role": "user", "content": f"distinct message number {index} " + "padding " * 10})
+    used, _ = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    entries = len(COUNT_CACHE)
+    print(f"3. memory: 100,000 distinct messages counted; the cache holds {entries} (its bound) in "
+          f"{(used - start) / 2**20:.1f} MiB, {(used - start) / entries:.0f} bytes per entry")
+
+
 if __name__ == "__main__":
     bench_cache()
     bench_event_loop()
+    bench_memory()
     print(f"   count cache after the run: {COUNT_CACHE.stats()}")

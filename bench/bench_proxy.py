@@ -123,12 +123,12 @@ def pct(samples: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
 
 
-def overhead(workdir: Path, rounds: int, per_round: int) -> None:
+def overhead(workdir: Path, rounds: int, per_round: int, settings: dict, only: str | None = None) -> None:
     upstream = start_fake_provider(workdir, {"gpt-4o-16k": 10**7}, record=False, instant=True)
     proxies = {}
     try:
         for name, plugin in (("without", False), ("with", True)):
-            cfg = config(upstream.port, plugin=plugin)
+            cfg = config(upstream.port, plugin=plugin, settings=settings)
             cfg["model_list"].append({**cfg["model_list"][0], "model_name": "agent",
                                       "model_info": {"max_input_tokens": 128_000}})
             proxies[name] = start(workdir / f"overhead-{name}", cfg)
@@ -140,6 +140,8 @@ def overhead(workdir: Path, rounds: int, per_round: int) -> None:
         }
         print("1. overhead at concurrency 32 (instant upstream; same run, rounds alternate the two proxies)")
         for label, make in workloads.items():
+            if only and not label.startswith(only):
+                continue
             results = {name: ([], 0.0, 0) for name in proxies}
             for round_number in range(rounds):
                 bodies = make(per_round, round_number)
@@ -149,12 +151,22 @@ def overhead(workdir: Path, rounds: int, per_round: int) -> None:
                     assert all(s == 200 for s in statuses), (name, sorted(set(statuses)))
                     old = results[name]
                     results[name] = (old[0] + lat, old[1] + elapsed, old[2] + len(lat))
+            # Added latency without queueing: one request at a time, alternating proxies.
+            sequential = {name: [] for name in proxies}
+            bodies = make(60, rounds + 1)
+            for body in bodies:
+                for name in proxies:
+                    lat, statuses, _ = asyncio.run(drive(f"{proxies[name].base_url}/v1/chat/completions", [body], 1))
+                    sequential[name] += lat
             plain, plugged = results["without"], results["with"]
             throughput_plain, throughput_plugged = plain[2] / plain[1], plugged[2] / plugged[1]
             print(f"   {label:36s} throughput {throughput_plugged:6.1f} vs {throughput_plain:6.1f} req/s "
                   f"= {throughput_plugged / throughput_plain:4.2f}x | added latency p50 "
                   f"{pct(plugged[0], .5) - pct(plain[0], .5):+6.1f} ms, p99 {pct(plugged[0], .99) - pct(plain[0], .99):+6.1f} ms "
                   f"(without: p50 {pct(plain[0], .5):.1f} ms, p99 {pct(plain[0], .99):.1f} ms)")
+            one, two = sequential["without"], sequential["with"]
+            print(f"   {'':36s} one at a time: added p50 {pct(two, .5) - pct(one, .5):+5.1f} ms, p99 "
+                  f"{pct(two, .99) - pct(one, .99):+5.1f} ms (without: p50 {pct(one, .5):.1f} ms, p99 {pct(one, .99):.1f} ms)")
     finally:
         for proxy in proxies.values():
             proxy.stop()
@@ -189,19 +201,23 @@ def load_bodies(count: int, rng: random.Random) -> list[tuple[str, dict]]:
     return bodies
 
 
-def load_test(workdir: Path, count: int, concurrency: int) -> None:
+def load_test(workdir: Path, count: int, concurrency: int, settings: dict) -> None:
     upstream = start_fake_provider(workdir, {"gpt-4o-16k": WINDOW}, record=False)
-    proxy = start(workdir / "load", config(upstream.port, plugin=True))
+    proxy = start(workdir / "load", config(upstream.port, plugin=True, settings=settings))
     try:
         rng = random.Random(11)
         mixed = load_bodies(count, rng)
+        # Warm-up first, so that memory growth excludes one-time costs (encodings, LiteLLM's own caches).
+        warm_up = [body for _, body in load_bodies(300, random.Random(5))]
+        asyncio.run(drive(f"{proxy.base_url}/v1/chat/completions", warm_up, concurrency))
+        time.sleep(1)
         before = rss_kib(proxy.pid)
         latencies, statuses, elapsed = asyncio.run(drive(f"{proxy.base_url}/v1/chat/completions",
                                                          [body for _, body in mixed], concurrency))
         time.sleep(2)  # logging callbacks run after the responses
         after = rss_kib(proxy.pid)
         stats = httpx.get(f"http://127.0.0.1:{upstream.port}/stats").json()
-        records = decision_records(proxy)
+        records = decision_records(proxy)[len(warm_up):]  # the warm-up's records were written first
         by_status: dict[int, int] = {}
         for status in statuses:
             by_status[status] = by_status.get(status, 0) + 1
@@ -221,7 +237,7 @@ def load_test(workdir: Path, count: int, concurrency: int) -> None:
               f"distinct call ids); actions {actions}")
         print(f"   latency p50 {pct(latencies, .5):.0f} ms, p99 {pct(latencies, .99):.0f} ms; proxy memory "
               f"{before['VmRSS'] // 1024} MiB before, {after['VmRSS'] // 1024} MiB after, peak {after['VmHWM'] // 1024} MiB "
-              f"(count cache bound: 65,536 entries, about 20 MiB)")
+              f"after a {len(warm_up)}-request warm-up")
         problems = []
         if any(status >= 500 for status in statuses):
             problems.append("5xx answers")
@@ -229,12 +245,29 @@ def load_test(workdir: Path, count: int, concurrency: int) -> None:
             problems.append("over-window or invalid requests reached the upstream")
         if len(records) != count:
             problems.append(f"{count - len(records)} requests without a decision record")
-        print("   PASS" if not problems else f"   FAIL: {'; '.join(problems)}")
-        if problems:
-            raise SystemExit(1)
     finally:
         proxy.stop()
         upstream.stop()
+    # The same traffic through the same proxy without the plugin: what LiteLLM itself grows by.
+    upstream = start_fake_provider(workdir, {"gpt-4o-16k": 10**7}, record=False, instant=True)
+    plain = start(workdir / "load-plain", config(upstream.port, plugin=False))
+    try:
+        asyncio.run(drive(f"{plain.base_url}/v1/chat/completions", warm_up, concurrency))
+        time.sleep(1)
+        plain_before = rss_kib(plain.pid)
+        asyncio.run(drive(f"{plain.base_url}/v1/chat/completions", [body for _, body in mixed], concurrency))
+        time.sleep(2)
+        plain_after = rss_kib(plain.pid)
+    finally:
+        plain.stop()
+        upstream.stop()
+    growth = (after["VmHWM"] - before["VmRSS"]) // 1024
+    plain_growth = (plain_after["VmHWM"] - plain_before["VmRSS"]) // 1024
+    print(f"   peak memory growth over the run: {growth} MiB with budget_hook, {plain_growth} MiB without: "
+          f"{growth - plain_growth} MiB attributable to the plugin (count cache bound: 65,536 entries, about 11 MiB)")
+    print("   PASS" if not problems else f"   FAIL: {'; '.join(problems)}")
+    if problems:
+        raise SystemExit(1)
 
 
 def main() -> None:
@@ -242,12 +275,14 @@ def main() -> None:
     parser.add_argument("--load", type=int, default=10_000, help="requests in the load test (0: skip)")
     parser.add_argument("--rounds", type=int, default=4, help="overhead rounds per proxy (0: skip)")
     parser.add_argument("--per-round", type=int, default=300)
+    parser.add_argument("--only", choices=["typical", "agent"], help="overhead: one workload only")
+    parser.add_argument("--settings", default="{}", help="budget_hook settings for the plugin proxies, as JSON")
     args = parser.parse_args()
     with TemporaryDirectory(prefix="budget_hook_bench_") as folder:
         if args.rounds:
-            overhead(Path(folder), args.rounds, args.per_round)
+            overhead(Path(folder), args.rounds, args.per_round, json.loads(args.settings), args.only)
         if args.load:
-            load_test(Path(folder), args.load, 64)
+            load_test(Path(folder), args.load, 64, json.loads(args.settings))
 
 
 if __name__ == "__main__":

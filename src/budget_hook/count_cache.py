@@ -5,8 +5,8 @@ gateway tokenizes the same text over and over. Keyed by what determines a messag
 length and hash, its other fields, the tokenizer profile and the framing flags), a request
 whose history was seen before only tokenizes what is new. Keys hold lengths and hashes, never content.
 
-Contract: ``COUNT_CACHE.get(key)`` / ``put(key, tokens)``; at most ``max_entries`` entries (about 300
-bytes each), least recently used evicted first. ``configure(max_entries)``
+Contract: ``COUNT_CACHE.get(key)`` / ``put(key, tokens)``; at most ``max_entries`` entries (about 170
+bytes each: an int key and an int), least recently used evicted first. ``configure(max_entries)``
 resizes it (0 disables caching). ``stats()`` reports size, hits and misses. Counting never depends on
 the cache for correctness: a miss recounts.
 """

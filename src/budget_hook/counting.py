@@ -169,7 +169,7 @@ class TokenCounter:
             COUNT_CACHE.put(key, tokens)
         return tokens
 
-    def _cache_key(self, message: Any, pad_system: bool) -> tuple | None:
+    def _cache_key(self, message: Any, pad_system: bool) -> int | None:
         """What determines the count, as a compact key; None when recounting is as cheap as a lookup.
 
         Only text is keyed (string content, text parts, tool calls): an image's price depends on its
@@ -200,7 +200,8 @@ class TokenCounter:
         if len(text) < MIN_CACHED_CHARS and len(others) <= 1:
             return None
         others.sort()
-        return (self._profile_id, kind, pad_system, tuple(others), len(text), hash(text))
+        # One int per entry (about 170 bytes with the LRU's bookkeeping, against ~340 for the tuple).
+        return hash((self._profile_id, kind, pad_system, tuple(others), len(text), hash(text)))
 
     def _count_message(self, message: Mapping[str, Any], *, index: int, pad_system: bool) -> int:
         where = f"messages[{index}]"
@@ -314,7 +315,7 @@ class TokenCounter:
             return 0
         # Tool definitions are resent with every request of a session: cache their count too.
         serialised = canonical_json(functions)
-        key = (self._profile_id, "tools", len(serialised), hash(serialised))
+        key = hash((self._profile_id, "tools", len(serialised), hash(serialised)))
         cached = COUNT_CACHE.get(key)
         if cached is None:
             cached = self._count_functions_uncached(functions)

@@ -83,7 +83,7 @@ class PluginSettings:
     #: team/key ``metadata.budget_hook``: ``tighten`` (only stricter settings apply), ``trust`` (all
     #: apply: only admins can write that metadata on this gateway), ``ignore`` (not read)
     metadata_policy: str = "tighten"
-    #: token counts cached by content hash, per worker (about 300 bytes each; 0 disables the cache)
+    #: token counts cached by content hash, per worker (about 170 bytes each; 0 disables the cache)
     count_cache_entries: int = 65_536
     #: threads that decide large requests off the event loop, and the size (characters of text) from
     #: which a request counts as large (0: always inline)
