@@ -20,7 +20,8 @@ The conversion is for counting only: the request forwarded to Anthropic keeps it
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .counting import canonical_json
 from .errors import MalformedRequestError

@@ -28,7 +28,8 @@ otherwise ``CannotFitError``, whatever the view said.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .anthropic_format import _convert_message, _current_turn_start, anthropic_to_openai_chat
 from .budget import Budget

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .errors import OutputReserveTooLargeError, PolicyError
 

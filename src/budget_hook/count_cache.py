@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Hashable
+from typing import Any, Hashable
 
 DEFAULT_MAX_ENTRIES = 65_536
 #: texts shorter than this are not cached (0: every text message is; even short ones cost more to
@@ -24,14 +24,16 @@ MIN_CACHED_CHARS = 0
 
 
 class CountCache:
+    """The LRU itself (also used to memoise content hashes, see ``trimming.content_hash``)."""
+
     def __init__(self, max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
-        self._entries: OrderedDict[Hashable, int] = OrderedDict()
+        self._entries: OrderedDict[Hashable, Any] = OrderedDict()
         self._lock = threading.Lock()
         self.max_entries = max_entries
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: Hashable) -> int | None:
+    def get(self, key: Hashable) -> Any | None:
         with self._lock:
             value = self._entries.get(key)
             if value is None:
@@ -41,7 +43,7 @@ class CountCache:
             self.hits += 1
             return value
 
-    def put(self, key: Hashable, tokens: int) -> None:
+    def put(self, key: Hashable, tokens: Any) -> None:
         if self.max_entries <= 0:
             return
         with self._lock:

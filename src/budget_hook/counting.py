@@ -25,7 +25,8 @@ import json
 import math
 import re
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from . import images
 from .count_cache import COUNT_CACHE, MIN_CACHED_CHARS
@@ -180,6 +181,9 @@ class TokenCounter:
         if not isinstance(message, Mapping):
             return None
         content = message.get("content")
+        if len(message) == 2 and isinstance(content, str) and isinstance(message.get("role"), str):
+            # The common case, kept short: {"role": ..., "content": "..."}.
+            return hash((self._profile_id, pad_system, message["role"], len(content), hash(content)))
         if content is None or isinstance(content, str):
             kind, text = "s", content or ""
         elif isinstance(content, list) and all(

@@ -14,7 +14,8 @@ the original request forwarded; ``skipped`` when the mode is off.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from .budget import compute_budget, requested_output_tokens
 from .counting import TokenCounter
@@ -231,14 +232,6 @@ def decide_chat(
         return Decision(action="skipped", limits=limits, **common)
 
     warnings: list[str] = []
-    try:
-        # Found before trimming, and said in the record: a provider 400 for these is not the trimmer's doing.
-        problems = shape.problems(request)
-    except Exception:  # a structure too odd to check is left to the counter's validation below
-        problems = []
-    if problems:
-        warnings.append(f"request invalid before trimming ({len(problems)} problem(s)), not caused by budget_hook: "
-                        + "; ".join(problems[:3]))
     limits, unknown = _resolve_window(model_group, limits, policy, warnings)
     if unknown:
         return _blocked(common, limits, unknown, warnings)
@@ -263,6 +256,16 @@ def decide_chat(
         return _blocked(common, limits, block, warnings)
 
     changed = result.report.changed
+    if changed:
+        # Checked on the request as sent, and said in the record: a provider 400 for these is not the
+        # trimmer's doing. (Untouched requests need no such check: nothing of ours reached the provider.)
+        try:
+            problems = shape.problems(request)
+        except Exception:  # a structure too odd to check: the counter accepted it, the provider will judge
+            problems = []
+        if problems:
+            warnings.append(f"request invalid before trimming ({len(problems)} problem(s)), not caused by "
+                            f"budget_hook: " + "; ".join(problems[:3]))
     action = _shadowed("trimmed", policy.mode) if changed else "pass"
     forwarded = result.request if policy.mode == "enforce" else request
     return Decision(action=action, limits=limits, report=result.report, warnings=tuple(warnings),

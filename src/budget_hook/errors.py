@@ -14,7 +14,8 @@ CLI) can turn it into an HTTP 400 / exit code without re-deriving anything::
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 
 class BudgetHookError(Exception):

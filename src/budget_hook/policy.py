@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import fnmatch
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 from .budget import BudgetPolicy
 from .errors import PolicyError

@@ -6,14 +6,17 @@ Enable it with one line in ``litellm_config.yaml``::
       callbacks: budget_hook.proxy.plugin
 
 and configure it under ``callback_settings: budget_hook:`` (validated when the proxy starts: a bad key
-stops start-up with a message naming it). Per request, for chat completions:
+stops start-up with a message naming it). Per request, on every LLM endpoint (``/chat/completions``,
+``/v1/messages``, ``/v1/responses``, ``/completions``, ``/embeddings``), each in its own format:
 
 1. resolve the policy (config, model group, team, key, admin-set metadata; the client may only tighten);
 2. find the routed group's window: the minimum ``max_input_tokens`` over its deployments as the router
    sees them, else litellm's model map for the backend name, else the policy's default (or block);
-3. decide (``decision.decide_chat``): forward as is, forward trimmed, or block with HTTP 400
-   ``context_length_exceeded``; in shadow mode forward untouched;
+3. decide (``decision.decide_chat`` / ``decide_inputs``; large requests in a bounded thread pool, off
+   the event loop): forward as is, forward trimmed, or block with HTTP 400 ``context_length_exceeded``;
+   in shadow mode forward untouched;
 4. record the decision under ``metadata.budget_hook`` and ``metadata.spend_logs_metadata.budget_hook``
+   (``litellm_metadata`` for ``/v1/messages`` and ``/v1/responses``)
    (so LiteLLM's standard logging payload carries it to every logging integration), answer
    ``x-budget-*`` headers, and emit one JSON record per request on the ``budget_hook`` logger from the
    success or failure callback, with the provider's ``prompt_tokens`` next to our estimate.
@@ -34,7 +37,8 @@ import time
 import traceback
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import litellm
 from fastapi import HTTPException
@@ -43,10 +47,10 @@ from litellm.integrations.custom_logger import CustomLogger
 from .count_cache import COUNT_CACHE
 from .counting import TokenCounter
 from .decision import ANTHROPIC_MESSAGES, CHAT, RESPONSES, Decision, ModelLimits, decide_chat, decide_inputs
-from .policy import ResolvedPolicy
 from .errors import PolicyError
 from .model_limits import lookup_max_input_tokens
 from .models import resolve_tokenizer
+from .policy import ResolvedPolicy
 from .settings import PluginSettings, load_metadata_layer, load_settings
 from .trimming import message_text
 
@@ -344,8 +348,11 @@ class BudgetHookPlugin(CustomLogger):
     def _log_outcome(self, outcome: str, kwargs: dict, response_obj: Any) -> None:
         try:
             call_id = kwargs.get("litellm_call_id")
-            # A success is final: forget the record. A failure may be followed by a retry's success.
-            record = self._records.pop(call_id, None) if outcome == "success" else self._records.get(call_id)
+            # A success is final, and so is a block (never sent, never retried): forget the record. Any
+            # other failure may be followed by a retry's success, so it stays (bounded) until then.
+            record = self._records.get(call_id)
+            if record is not None and (outcome == "success" or record.get("action") in ("blocked", "would_block")):
+                self._records.pop(call_id, None)
             if record is None:
                 return  # not a request this plugin decided on
             entry: dict[str, Any] = {

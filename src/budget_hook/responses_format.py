@@ -22,7 +22,8 @@ report's ``notes`` say so.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from .budget import Budget
 from .counting import TokenCounter, canonical_json

@@ -14,7 +14,8 @@ Contract: pure functions over a list of OpenAI chat messages (already validated 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 PROTECTED_ROLES = frozenset({"system", "developer"})
 

@@ -37,9 +37,11 @@ import hashlib
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any, Collection, Mapping
+from collections.abc import Collection, Mapping
+from typing import Any
 
 from .budget import Budget
+from .count_cache import CountCache
 from .counting import TokenCounter, canonical_json
 from .errors import CannotFitError, PolicyError
 from .structure import PROTECTED_ROLES, latest_turn_start, split_turns
@@ -145,9 +147,23 @@ class TrimResult:
     report: TrimReport
 
 
+#: content hashes of messages seen recently: a resent history that is trimmed again drops the same
+#: messages, and their SHA-256 over canonical JSON would otherwise be recomputed on every request
+_HASHES = CountCache(max_entries=16_384)
+
+
 def content_hash(message: Mapping[str, Any]) -> str:
     """Stable short hash of a message (role, content, calls), for logs that must not store content."""
-    return hashlib.sha256(canonical_json(message).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    key = None
+    if all(isinstance(value, str) for value in message.values()):
+        key = hash(tuple(sorted(message.items())))  # plain-text messages: a cheap key for the memo
+        cached = _HASHES.get(key)
+        if cached is not None:
+            return cached
+    digest = hashlib.sha256(canonical_json(message).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    if key is not None:
+        _HASHES.put(key, digest)
+    return digest
 
 
 def message_text(message: Mapping[str, Any]) -> str:
