@@ -348,11 +348,9 @@ class BudgetHookPlugin(CustomLogger):
     def _log_outcome(self, outcome: str, kwargs: dict, response_obj: Any) -> None:
         try:
             call_id = kwargs.get("litellm_call_id")
-            # A success is final, and so is a block (never sent, never retried): forget the record. Any
-            # other failure may be followed by a retry's success, so it stays (bounded) until then.
-            record = self._records.get(call_id)
-            if record is not None and (outcome == "success" or record.get("action") in ("blocked", "would_block")):
-                self._records.pop(call_id, None)
+            # A success is final: forget the record. After a failure it stays (bounded by RECORDS_KEPT):
+            # a retry may still succeed, and on error responses the proxy may ask for the headers later.
+            record = self._records.pop(call_id, None) if outcome == "success" else self._records.get(call_id)
             if record is None:
                 return  # not a request this plugin decided on
             entry: dict[str, Any] = {
