@@ -49,6 +49,8 @@ def run(data, call_type: str = "acompletion", which: str = "gpt", seconds: int =
     except BudgetHookHTTPError as error:
         assert error.status_code == 400, f"{error.status_code}: {error.message}"
         assert error.message and len(error.message) < 4000
+        if error.code == "invalid_request":  # malformed input: the message names the field
+            assert error.param and error.param in error.message, error.message
         return "rejected", error
     finally:
         signal.alarm(0)

@@ -431,3 +431,45 @@ def load_png() -> str:
     header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
     raw = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(b"\x00" * 10)) + chunk(b"IEND", b"")
     return "data:image/png;base64," + base64.b64encode(raw).decode()
+
+
+def test_large_requests_are_decided_off_the_event_loop_on_any_loop(monkeypatch):
+    import threading
+    seen = []
+    original = proxy_module.decide_chat
+
+    def recording(*args, **kwargs):
+        seen.append(threading.current_thread().name)
+        return original(*args, **kwargs)
+    monkeypatch.setattr(proxy_module, "decide_chat", recording)
+    plugin = make_plugin(1_000_000, counting_threads=1, offload_chars=1000)
+
+    async def batch(tag):
+        bodies = [{"model": "g", "messages": [{"role": "user", "content": f"{tag} {i} " + "word " * 500}],
+                   "litellm_call_id": f"{tag}-{i}"} for i in range(8)]
+        await asyncio.gather(*(plugin.async_pre_call_hook(UserAPIKeyAuth(), None, b, "acompletion") for b in bodies))
+        return bodies
+    for tag in ("first", "second"):  # a second event loop must not trip over the first one's semaphore
+        for body in asyncio.run(batch(tag)):
+            assert body["metadata"]["budget_hook"]["action"] == "pass"
+    assert len(seen) == 16 and all(name.startswith("budget_hook") for name in seen)
+    small = run_hook(plugin, {"model": "g", "messages": [{"role": "user", "content": "hi"}]})
+    assert small["metadata"]["budget_hook"]["action"] == "pass" and seen[-1] == "MainThread"
+
+
+@pytest.mark.parametrize("body", [
+    {"system": [{"type": "text", "text": "x" * 5000}]},
+    {"messages": [{"role": "user", "content": [{"type": "tool_result", "content": [{"type": "text", "text": "x" * 5000}]}]}]},
+    {"tools": [{"name": "t", "description": "x" * 5000}]},
+    {"messages": [{"role": "assistant", "tool_calls": [{"function": {"arguments": "x" * 5000}}]}]},
+    {"input": [{"type": "function_call", "arguments": "x" * 5000}]},
+    {"input": [{"type": "function_call_output", "content": None, "output": "x" * 5000}]},
+    {"input": [[1] * 5000]},
+])
+def test_every_place_text_can_hide_counts_towards_the_offload_size(body):
+    assert proxy_module.approximate_size(body, 4000) >= 4000
+
+
+def test_approximate_size_ignores_metadata_and_stops_early():
+    assert proxy_module.approximate_size({"metadata": {"x": "y" * 10_000}, "messages": []}, 100) == 0
+    assert 100 <= proxy_module.approximate_size({"messages": [{"content": "x" * 50}] * 1000}, 100) < 1000  # stopped early

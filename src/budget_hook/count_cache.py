@@ -18,9 +18,6 @@ from collections import OrderedDict
 from typing import Any, Hashable
 
 DEFAULT_MAX_ENTRIES = 65_536
-#: texts shorter than this are not cached (0: every text message is; even short ones cost more to
-#: tokenize with their framing than to look up)
-MIN_CACHED_CHARS = 0
 
 
 class CountCache:

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from . import images
-from .count_cache import COUNT_CACHE, MIN_CACHED_CHARS
+from .count_cache import COUNT_CACHE
 from .encodings import get_encoding
 from .errors import MalformedRequestError
 from .models import TokenizerProfile, resolve_tokenizer
@@ -171,12 +171,13 @@ class TokenCounter:
         return tokens
 
     def _cache_key(self, message: Any, pad_system: bool) -> int | None:
-        """What determines the count, as a compact key; None when recounting is as cheap as a lookup.
+        """What determines the count, as one int; None when the message is not cached.
 
         Only text is keyed (string content, text parts, tool calls): an image's price depends on its
-        header alone and is cheap to recompute, while hashing its base64 would not be. Texts are keyed
-        by length and Python's string hash (SipHash, randomised per process, so collisions cannot be
-        engineered by a client; 64 bits plus the length make an accidental one negligible).
+        header alone and is cheap to recompute, while hashing its base64 would not be. Each text is keyed
+        by its length and Python's string hash, part by part (joining parts would let ``["a", "b"]`` and
+        ``["a<sep>b"]`` collide). The hash is SipHash, randomised per process unless the operator fixes
+        ``PYTHONHASHSEED``; with the length, an accidental collision is negligible.
         """
         if not isinstance(message, Mapping):
             return None
@@ -184,13 +185,15 @@ class TokenCounter:
         if len(message) == 2 and isinstance(content, str) and isinstance(message.get("role"), str):
             # The common case, kept short: {"role": ..., "content": "..."}.
             return hash((self._profile_id, pad_system, message["role"], len(content), hash(content)))
-        if content is None or isinstance(content, str):
-            kind, text = "s", content or ""
+        if content is None:
+            texts: tuple = ("none",)
+        elif isinstance(content, str):
+            texts = ("s", len(content), hash(content))
         elif isinstance(content, list) and all(
             isinstance(p, Mapping) and p.get("type") == "text" and isinstance(p.get("text"), str) and len(p) == 2
             for p in content
         ):
-            kind, text = "t", "\x1f".join(p["text"] for p in content)
+            texts = ("t", *((len(p["text"]), hash(p["text"])) for p in content))
         else:
             return None
         others: list = []
@@ -198,14 +201,14 @@ class TokenCounter:
             if name == "content":
                 continue
             if isinstance(value, str):
-                others.append((name, value))
+                others.append((name, len(value), hash(value)))
             elif value is not None:
                 others.append((name, hash(canonical_json(value))))
-        if len(text) < MIN_CACHED_CHARS and len(others) <= 1:
-            return None
+            else:
+                others.append((name, None))
         others.sort()
-        # One int per entry (about 170 bytes with the LRU's bookkeeping, against ~340 for the tuple).
-        return hash((self._profile_id, kind, pad_system, tuple(others), len(text), hash(text)))
+        # One int per entry (about 180 bytes with the LRU's bookkeeping, against ~340 for the tuple).
+        return hash((self._profile_id, pad_system, tuple(others), texts))
 
     def _count_message(self, message: Mapping[str, Any], *, index: int, pad_system: bool) -> int:
         where = f"messages[{index}]"

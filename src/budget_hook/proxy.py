@@ -28,6 +28,7 @@ Why hooks are defined on the class itself: the proxy only calls ``async_pre_call
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import json
 import logging
@@ -35,6 +36,7 @@ import re
 import sys
 import time
 import traceback
+import weakref
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Mapping
@@ -69,7 +71,10 @@ _LITELLM_METADATA_CALL_TYPES = frozenset({"anthropic_messages", "aresponses", "r
 CLIENT_CAP_HEADER = "x-budget-max-input-tokens"
 #: decision records kept per worker until their request's log callback ran (bounded: a callback may
 #: never come, e.g. for a client that disconnects)
-RECORDS_KEPT = 4096
+RECORDS_KEPT = 1024
+#: ... and for at most this long after a failure (a retry's success or the error's headers come within
+#: seconds; a record can hold hundreds of actions, so they are not kept around)
+RECORD_TTL_SECONDS = 30.0
 #: how long a model group's window is reused before asking the router again (upstream discovery and
 #: model edits through the admin API change it at run time)
 LIMITS_TTL_SECONDS = 60.0
@@ -136,11 +141,13 @@ class BudgetHookPlugin(CustomLogger):
         self.settings = settings
         self._limits_cache: dict[str, tuple[float, ModelLimits]] = {}
         self._counters: dict[tuple[str, str | None], TokenCounter] = {}
-        self._records: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._records: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
         self._offload_chars = settings.offload_chars
         self._executor = ThreadPoolExecutor(max_workers=settings.counting_threads, thread_name_prefix="budget_hook")
+        atexit.register(self._executor.shutdown, wait=False, cancel_futures=True)
         # At most this many large requests queued for the pool; the rest wait without blocking the loop.
-        self._offload_slots = asyncio.Semaphore(4 * settings.counting_threads)
+        # One semaphore per event loop: an asyncio primitive binds to the loop that first waits on it.
+        self._offload_slots: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         COUNT_CACHE.configure(settings.count_cache_entries)
         if settings.log_to_stderr:
             _install_stderr_handler()
@@ -200,10 +207,14 @@ class BudgetHookPlugin(CustomLogger):
         """Small requests are decided inline (a thread hop would cost more than counting them). Large ones
         go to a bounded pool so that a 1M-token request never stalls the event loop that serves every
         other client; tiktoken releases the GIL while it encodes."""
-        if self._offload_chars <= 0 or approximate_size(data) < self._offload_chars:
+        if self._offload_chars <= 0 or approximate_size(data, self._offload_chars) < self._offload_chars:
             return decide()
-        async with self._offload_slots:
-            return await asyncio.get_running_loop().run_in_executor(self._executor, decide)
+        loop = asyncio.get_running_loop()
+        slots = self._offload_slots.get(loop)
+        if slots is None:
+            slots = self._offload_slots[loop] = asyncio.Semaphore(4 * self._executor._max_workers)
+        async with slots:
+            return await loop.run_in_executor(self._executor, decide)
 
     def _operator_policy(self, user_api_key_dict: Any, group: str, limits: ModelLimits) -> ResolvedPolicy:
         layers = self.settings.layers
@@ -240,9 +251,11 @@ class BudgetHookPlugin(CustomLogger):
         call_id = data.get("litellm_call_id")
         if not isinstance(call_id, str):
             return
-        self._records[call_id] = record
+        now = time.monotonic()
+        self._records[call_id] = (now, record)
         self._records.move_to_end(call_id)
-        while len(self._records) > RECORDS_KEPT:
+        while self._records and (len(self._records) > RECORDS_KEPT
+                                 or next(iter(self._records.values()))[0] < now - RECORD_TTL_SECONDS):
             self._records.popitem(last=False)
 
     def model_limits(self, group: str) -> ModelLimits:
@@ -336,8 +349,8 @@ class BudgetHookPlugin(CustomLogger):
     async def async_post_call_response_headers_hook(self, data: dict, user_api_key_dict: Any, response: Any,
                                                     request_headers: Any = None, litellm_call_info: Any = None
                                                     ) -> dict[str, str] | None:
-        record = self._records.get(data.get("litellm_call_id")) if isinstance(data, Mapping) else None
-        return decision_headers(record) if record else None
+        entry = self._records.get(data.get("litellm_call_id")) if isinstance(data, Mapping) else None
+        return decision_headers(entry[1]) if entry else None
 
     async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._log_outcome("success", kwargs, response_obj)
@@ -350,9 +363,10 @@ class BudgetHookPlugin(CustomLogger):
             call_id = kwargs.get("litellm_call_id")
             # A success is final: forget the record. After a failure it stays (bounded by RECORDS_KEPT):
             # a retry may still succeed, and on error responses the proxy may ask for the headers later.
-            record = self._records.pop(call_id, None) if outcome == "success" else self._records.get(call_id)
-            if record is None:
+            entry = self._records.pop(call_id, None) if outcome == "success" else self._records.get(call_id)
+            if entry is None:
                 return  # not a request this plugin decided on
+            record = entry[1]
             entry: dict[str, Any] = {
                 "event": "budget_hook.decision",
                 "outcome": outcome,
@@ -398,30 +412,32 @@ def _client_request(data: Mapping[str, Any], key: str) -> tuple[int | None, tupl
     return cap, tuple(ignored)
 
 
-_DECIMAL = re.compile(r"[0-9]{1,12}")
+#: request keys that carry what the model reads (metadata, headers and LiteLLM's own fields are skipped)
+_CONTENT_KEYS = ("messages", "input", "prompt", "system", "instructions", "tools", "functions",
+                 "response_format", "text", "tool_choice")
 
 
-def approximate_size(data: Mapping[str, Any]) -> int:
-    """Characters of text a request carries, estimated in one cheap pass (no JSON, no tokenizing)."""
+def approximate_size(data: Mapping[str, Any], limit: int) -> int:
+    """Characters of text (and token ids) a request carries, up to ``limit``: one walk over every string
+    and list in the content fields, stopping as soon as the request is known to be large."""
     total = 0
-    for key in ("messages", "input", "prompt", "system", "instructions"):
-        value = data.get(key)
+    stack: list[Any] = [data.get(key) for key in _CONTENT_KEYS]
+    while stack:
+        value = stack.pop()
         if isinstance(value, str):
             total += len(value)
+        elif isinstance(value, Mapping):
+            stack.extend(value.values())
         elif isinstance(value, list):
-            for item in value:
-                if isinstance(item, str):
-                    total += len(item)
-                elif isinstance(item, Mapping):
-                    content = item.get("content", item.get("output"))
-                    if isinstance(content, str):
-                        total += len(content)
-                    elif isinstance(content, list):
-                        total += sum(len(p.get("text", "")) if isinstance(p, Mapping) and isinstance(p.get("text"), str)
-                                     else 1000 for p in content)
-                else:
-                    total += 8  # a token id
+            stack.extend(value)
+        elif isinstance(value, int):
+            total += 1  # a token id
+        if total >= limit:
+            return total
     return total
+
+
+_DECIMAL = re.compile(r"[0-9]{1,12}")
 
 
 def _positive_int(value: Any, where: str) -> int:
