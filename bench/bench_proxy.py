@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import json
 import random
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -144,14 +145,18 @@ def overhead(workdir: Path, rounds: int, per_round: int, settings: dict, only: s
             if only and not label.startswith(only):
                 continue
             results = {name: ([], 0.0, 0) for name in proxies}
+            round_ratios = []
             for round_number in range(rounds):
                 bodies = make(per_round, round_number)
+                throughput = {}
                 for name in (("without", "with") if round_number % 2 == 0 else ("with", "without")):
                     lat, statuses, elapsed = asyncio.run(drive(f"{proxies[name].base_url}/v1/chat/completions",
                                                                bodies, 32))
                     assert all(s == 200 for s in statuses), (name, sorted(set(statuses)))
                     old = results[name]
                     results[name] = (old[0] + lat, old[1] + elapsed, old[2] + len(lat))
+                    throughput[name] = len(lat) / elapsed
+                round_ratios.append(throughput["with"] / throughput["without"])
             # Added latency without queueing: one request at a time, alternating proxies.
             sequential = {name: [] for name in proxies}
             bodies = make(200, rounds + 1)
@@ -161,8 +166,10 @@ def overhead(workdir: Path, rounds: int, per_round: int, settings: dict, only: s
                     sequential[name] += lat
             plain, plugged = results["without"], results["with"]
             throughput_plain, throughput_plugged = plain[2] / plain[1], plugged[2] / plugged[1]
+            ratios = sorted(round_ratios)
             print(f"   {label:36s} throughput {throughput_plugged:6.1f} vs {throughput_plain:6.1f} req/s "
-                  f"= {throughput_plugged / throughput_plain:4.2f}x | added latency p50 "
+                  f"= {throughput_plugged / throughput_plain:4.2f}x (per round: median {statistics.median(ratios):4.2f}x, "
+                  f"range {ratios[0]:4.2f}-{ratios[-1]:4.2f}) | added latency p50 "
                   f"{pct(plugged[0], .5) - pct(plain[0], .5):+6.1f} ms, p99 {pct(plugged[0], .99) - pct(plain[0], .99):+6.1f} ms "
                   f"(without: p50 {pct(plain[0], .5):.1f} ms, p99 {pct(plain[0], .99):.1f} ms)")
             one, two = sequential["without"], sequential["with"]
