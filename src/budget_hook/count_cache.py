@@ -31,14 +31,18 @@ class CountCache:
         self.misses = 0
 
     def get(self, key: Hashable) -> Any | None:
-        with self._lock:
-            value = self._entries.get(key)
-            if value is None:
-                self.misses += 1
-                return None
+        # Lock-free on the hot path: each dict operation is atomic under the GIL. A concurrent eviction
+        # between the two steps only costs the recency update; the statistics are approximate.
+        value = self._entries.get(key)
+        if value is None:
+            self.misses += 1
+            return None
+        try:
             self._entries.move_to_end(key)
-            self.hits += 1
-            return value
+        except KeyError:
+            pass
+        self.hits += 1
+        return value
 
     def put(self, key: Hashable, tokens: Any) -> None:
         if self.max_entries <= 0:

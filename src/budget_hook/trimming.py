@@ -155,8 +155,11 @@ _HASHES = CountCache(max_entries=16_384)
 def content_hash(message: Mapping[str, Any]) -> str:
     """Stable short hash of a message (role, content, calls), for logs that must not store content."""
     key = None
-    if all(isinstance(value, str) for value in message.values()):
+    if len(message) == 2 and isinstance(message.get("content"), str) and isinstance(message.get("role"), str):
+        key = hash((message["role"], message["content"]))  # the common case, without sorting
+    elif all(isinstance(value, str) for value in message.values()):
         key = hash(tuple(sorted(message.items())))  # plain-text messages: a cheap key for the memo
+    if key is not None:
         cached = _HASHES.get(key)
         if cached is not None:
             return cached
@@ -266,11 +269,16 @@ class _TrimState:
         self.actions: dict[int, MessageAction] = {}  # at most one per message: its final fate
         self.dropped_turns: list[int] = []
         self.turns = split_turns(messages)
-        self.turn_of = {i: t.number for t in self.turns for i in t.indexes}
+        self.turn_of = [0] * len(messages)  # a list: cheaper to build than a dict for long histories
+        for turn in self.turns:
+            for index in turn.indexes:
+                self.turn_of[index] = turn.number
         self.latest_start = latest_turn_start(messages)
         self.pinned = self._pinned_index()
-        self.final_assistant = max(
-            (i for i, m in enumerate(messages) if m.get("role") == "assistant" and i >= self.latest_start), default=None
+        # The latest turn is short: scan it backwards rather than the whole history.
+        self.final_assistant = next(
+            (i for i in range(len(messages) - 1, self.latest_start - 1, -1) if messages[i].get("role") == "assistant"),
+            None,
         )
 
     # --- classification ------------------------------------------------------------------------------
@@ -336,10 +344,11 @@ class _TrimState:
             self._rewrite(index, {**message, "content": head + marker}, "compacted")
 
     def drop_old_turns(self) -> None:
+        protected = self.protected
         for turn in self.turns[:-1]:
             if self.fits():
                 return
-            if any(i in self.protected for i in turn.indexes):
+            if protected and not protected.isdisjoint(turn.indexes):
                 continue  # a turn is dropped whole or not at all: partial drops could orphan tool results
             droppable = [i for i in turn.indexes if self.alive[i] and not self.never_touched(i)]
             if not droppable:
