@@ -274,7 +274,7 @@ def load_test(workdir: Path, count: int, concurrency: int, settings: dict) -> No
     print(f"   peak memory growth over the run: {growth} MiB with budget_hook, {plain_growth} MiB without: "
           f"{growth - plain_growth} MiB attributable to the plugin (count cache bound: 65,536 entries, about 11 MiB)")
     # The plugin's own memory is bounded: the count cache (about 11 MiB at 65,536 entries), the content
-    # hash memo (16,384 entries, about 3 MiB) and records awaiting their callback (at most 1,024, 30 s).
+    # hash memo (16,384 entries, about 3 MiB) and records of requests in flight (failed ones: 30 s).
     bound = 22
     if growth - plain_growth > bound:
         problems.append(f"memory attributable to the plugin {growth - plain_growth} MiB > {bound} MiB")

@@ -151,12 +151,32 @@ def inject_fault(monkeypatch):
     monkeypatch.setattr(proxy_module, "decide_chat", broken)
 
 
-def test_records_are_bounded(monkeypatch):
-    monkeypatch.setattr(proxy_module, "RECORDS_KEPT", 5)
+def test_records_are_bounded_and_failed_ones_expire(monkeypatch):
+    monkeypatch.setattr(proxy_module, "IN_FLIGHT_RECORDS", 5)
     plugin = make_plugin()
     for _ in range(20):
         run_hook(plugin, {"model": "g", "messages": [{"role": "user", "content": "hi"}]})
     assert len(plugin._records) == 5
+    call_id = next(iter(plugin._records))
+    assert log_records(plugin, "failure", {"litellm_call_id": call_id, "exception": ValueError("x")})
+    assert call_id not in plugin._records and call_id in plugin._failed  # headers may still be asked for
+    assert headers_for(plugin, {"litellm_call_id": call_id})["x-budget-decision"] == "pass"
+    monkeypatch.setattr(proxy_module, "FAILED_RECORD_SECONDS", -1.0)
+    other = next(iter(plugin._records))
+    log_records(plugin, "failure", {"litellm_call_id": other, "exception": ValueError("x")})
+    assert call_id not in plugin._failed  # expired when the next failure arrived
+
+
+def test_a_long_stream_keeps_its_record_until_its_callback():
+    plugin = make_plugin()
+    data = {"model": "g", "messages": [{"role": "user", "content": "hi"}], "litellm_call_id": "long-stream"}
+    run_hook(plugin, data)
+    for _ in range(50):  # many other requests start and finish meanwhile
+        other = {"model": "g", "messages": [{"role": "user", "content": "hi"}]}
+        run_hook(plugin, other)
+        log_records(plugin, "success", {"litellm_call_id": other["litellm_call_id"]})
+    [record] = log_records(plugin, "success", {"litellm_call_id": "long-stream"})
+    assert record["decision"]["action"] == "pass"
 
 
 def test_internal_fault_fails_open_by_default(monkeypatch, caplog):

@@ -69,12 +69,13 @@ INPUT_FIELDS = {"atext_completion": "prompt", "text_completion": "prompt", "aemb
 #: the request key LiteLLM reads hook metadata from, per call type (see the integration notes)
 _LITELLM_METADATA_CALL_TYPES = frozenset({"anthropic_messages", "aresponses", "responses"})
 CLIENT_CAP_HEADER = "x-budget-max-input-tokens"
-#: decision records kept per worker until their request's log callback ran (bounded: a callback may
-#: never come, e.g. for a client that disconnects)
-RECORDS_KEPT = 1024
-#: ... and for at most this long after a failure (a retry's success or the error's headers come within
-#: seconds; a record can hold hundreds of actions, so they are not kept around)
-RECORD_TTL_SECONDS = 30.0
+#: decision records of requests in flight, kept until their success or failure callback runs (a stream
+#: may last minutes, so no time limit; the bound only guards against callbacks that never come)
+IN_FLIGHT_RECORDS = 16_384
+#: after a failure a record stays this long, at most this many (a retry's success or the error's
+#: headers come within seconds; a record can hold hundreds of actions, so they are not kept around)
+FAILED_RECORD_SECONDS = 30.0
+FAILED_RECORDS_KEPT = 1024
 #: how long a model group's window is reused before asking the router again (upstream discovery and
 #: model edits through the admin API change it at run time)
 LIMITS_TTL_SECONDS = 60.0
@@ -141,7 +142,8 @@ class BudgetHookPlugin(CustomLogger):
         self.settings = settings
         self._limits_cache: dict[str, tuple[float, ModelLimits]] = {}
         self._counters: dict[tuple[str, str | None], TokenCounter] = {}
-        self._records: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
+        self._records: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        self._failed: OrderedDict[str, tuple[float, dict[str, Any]]] = OrderedDict()
         self._offload_chars = settings.offload_chars
         self._executor = ThreadPoolExecutor(max_workers=settings.counting_threads, thread_name_prefix="budget_hook")
         atexit.register(self._executor.shutdown, wait=False, cancel_futures=True)
@@ -251,12 +253,32 @@ class BudgetHookPlugin(CustomLogger):
         call_id = data.get("litellm_call_id")
         if not isinstance(call_id, str):
             return
-        now = time.monotonic()
-        self._records[call_id] = (now, record)
+        self._records[call_id] = record
         self._records.move_to_end(call_id)
-        while self._records and (len(self._records) > RECORDS_KEPT
-                                 or next(iter(self._records.values()))[0] < now - RECORD_TTL_SECONDS):
+        while len(self._records) > IN_FLIGHT_RECORDS:
             self._records.popitem(last=False)
+
+    def _find(self, call_id: Any) -> dict[str, Any] | None:
+        record = self._records.get(call_id)
+        if record is None and call_id in self._failed:
+            record = self._failed[call_id][1]
+        return record
+
+    def _settle(self, call_id: Any, outcome: str) -> dict[str, Any] | None:
+        """The record for a finished call. A success is final; after a failure the record stays a little
+        (a retry may still succeed, and the proxy may ask for the error's headers afterwards)."""
+        record = self._records.pop(call_id, None)
+        if outcome == "success":
+            failed = self._failed.pop(call_id, None)
+            return record if record is not None else (failed[1] if failed else None)
+        now = time.monotonic()
+        if record is None:
+            return self._failed[call_id][1] if call_id in self._failed else None
+        self._failed[call_id] = (now, record)
+        while self._failed and (len(self._failed) > FAILED_RECORDS_KEPT
+                                or next(iter(self._failed.values()))[0] < now - FAILED_RECORD_SECONDS):
+            self._failed.popitem(last=False)
+        return record
 
     def model_limits(self, group: str) -> ModelLimits:
         now = time.monotonic()
@@ -349,8 +371,8 @@ class BudgetHookPlugin(CustomLogger):
     async def async_post_call_response_headers_hook(self, data: dict, user_api_key_dict: Any, response: Any,
                                                     request_headers: Any = None, litellm_call_info: Any = None
                                                     ) -> dict[str, str] | None:
-        entry = self._records.get(data.get("litellm_call_id")) if isinstance(data, Mapping) else None
-        return decision_headers(entry[1]) if entry else None
+        record = self._find(data.get("litellm_call_id")) if isinstance(data, Mapping) else None
+        return decision_headers(record) if record else None
 
     async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._log_outcome("success", kwargs, response_obj)
@@ -361,12 +383,9 @@ class BudgetHookPlugin(CustomLogger):
     def _log_outcome(self, outcome: str, kwargs: dict, response_obj: Any) -> None:
         try:
             call_id = kwargs.get("litellm_call_id")
-            # A success is final: forget the record. After a failure it stays (bounded by RECORDS_KEPT):
-            # a retry may still succeed, and on error responses the proxy may ask for the headers later.
-            entry = self._records.pop(call_id, None) if outcome == "success" else self._records.get(call_id)
-            if entry is None:
+            record = self._settle(call_id, outcome)
+            if record is None:
                 return  # not a request this plugin decided on
-            record = entry[1]
             entry: dict[str, Any] = {
                 "event": "budget_hook.decision",
                 "outcome": outcome,
