@@ -35,7 +35,8 @@ from .anthropic_format import _convert_message, _current_turn_start, anthropic_t
 from .budget import Budget
 from .counting import TokenCounter
 from .errors import CannotFitError, MalformedRequestError
-from .trimming import MessageAction, TrimPolicy, TrimReport, TrimResult, content_hash, message_text, trim_request
+from .trimming import (MessageAction, TrimPolicy, TrimReport, TrimResult, check_native_fit, content_hash, message_text,
+                       trim_request)
 
 CACHE_PREFIX_NOTE = "cache_prefix_rewritten"
 
@@ -73,7 +74,10 @@ def _has_cache_control(block: Any) -> bool:
 
 
 def build_view(body: Mapping[str, Any]) -> _View:
-    converted = anthropic_to_openai_chat(body)  # validates and converts system, tools, options
+    if not isinstance(body, Mapping) or not isinstance(body.get("messages"), list):
+        raise MalformedRequestError("messages", "missing or not a list")
+    # The envelope only (system, tools, options): messages are converted one by one below, with their map.
+    converted = anthropic_to_openai_chat({**body, "messages": []})
     view_messages: list[dict[str, Any]] = []
     refs: list[_Ref | None] = []
     if converted["messages"] and converted["messages"][0]["role"] == "system" and body.get("system"):
@@ -138,8 +142,6 @@ def trim_anthropic(
     budget: Budget,
     policy: TrimPolicy = TrimPolicy(),
 ) -> TrimResult:
-    if not isinstance(body, Mapping) or not isinstance(body.get("messages"), list):
-        raise MalformedRequestError("messages", "missing or not a list")
     view = build_view(body)
     notes: tuple[str, ...] = ()
     try:
@@ -156,14 +158,8 @@ def trim_anthropic(
 
     new_body = _apply(body, view, result)
     tokens_after = count_anthropic(new_body, counter)
-    if tokens_after > budget.budget:
-        # The native result must hold on its own count, whatever the view said.
-        raise CannotFitError(
-            f"{counter.model}: the trimmed request still needs {tokens_after} input tokens, over the input budget "
-            f"of {budget.budget} tokens. This model's maximum context length is {budget.window} tokens. Shorten "
-            f"the latest message, lower max_tokens, or use a model with a larger context window.",
-            {**budget.as_dict(), "model": counter.model, "tokens_before": report.tokens_before,
-             "tokens_after_trimming": tokens_after})
+    check_native_fit(counter, budget, report.tokens_before, tokens_after,
+                     remedy="Shorten the latest message, lower max_tokens, or use a model with a larger context window.")
     actions = tuple(_native_action(action, view, body) for action in report.actions)
     native_report = replace(report, tokens_after=tokens_after, actions=actions, notes=report.notes + notes)
     return TrimResult(new_body, native_report)

@@ -216,6 +216,24 @@ def _resolve_window(model_group: str, limits: ModelLimits, policy: Any, warnings
     return replace(limits, window=policy.default_max_input_tokens, source="policy default (window unknown)"), None
 
 
+def _begin(request: Mapping[str, Any], model_group: str, limits: ModelLimits, resolved: ResolvedPolicy
+           ) -> tuple[dict[str, Any], ModelLimits, list[str], Decision | None]:
+    """What every decision starts with: the common fields, the window, and an early answer when the
+    mode is off or the window is unknown and the policy blocks."""
+    policy = resolved.policy
+    common = dict(mode=policy.mode, model_group=model_group, resolved=resolved, request=request)
+    warnings: list[str] = []
+    if policy.mode == "off":
+        return common, limits, warnings, Decision(action="skipped", limits=limits, **common)
+    limits, unknown = _resolve_window(model_group, limits, policy, warnings)
+    early = _blocked(common, limits, unknown, warnings) if unknown else None
+    return common, limits, warnings, early
+
+
+def _malformed(exc: MalformedRequestError) -> BlockReason:
+    return BlockReason("malformed", f"invalid request: {exc}", {"field": exc.field}, param=exc.field)
+
+
 def decide_chat(
     request: Mapping[str, Any],
     *,
@@ -227,14 +245,9 @@ def decide_chat(
 ) -> Decision:
     """Decide on a conversation request: chat (default), ``ANTHROPIC_MESSAGES`` or ``RESPONSES``."""
     policy = resolved.policy
-    common = dict(mode=policy.mode, model_group=model_group, resolved=resolved, request=request)
-    if policy.mode == "off":
-        return Decision(action="skipped", limits=limits, **common)
-
-    warnings: list[str] = []
-    limits, unknown = _resolve_window(model_group, limits, policy, warnings)
-    if unknown:
-        return _blocked(common, limits, unknown, warnings)
+    common, limits, warnings, early = _begin(request, model_group, limits, resolved)
+    if early is not None:
+        return early
 
     try:
         try:
@@ -252,8 +265,7 @@ def decide_chat(
         message = f"model group {model_group!r} (counted as {counter.model}, {counter.profile.method}): {detail}"
         return _blocked(common, limits, BlockReason(kind, message, {"model_group": model_group, **exc.facts}), warnings)
     except MalformedRequestError as exc:
-        block = BlockReason("malformed", f"invalid request: {exc}", {"field": exc.field}, param=exc.field)
-        return _blocked(common, limits, block, warnings)
+        return _blocked(common, limits, _malformed(exc), warnings)
 
     changed = result.report.changed
     if changed:
@@ -288,13 +300,9 @@ def decide_inputs(
     how much, unless the policy's ``truncate_embedding_inputs`` asks to cut embedding inputs.
     """
     policy = resolved.policy
-    common = dict(mode=policy.mode, model_group=model_group, resolved=resolved, request=request)
-    if policy.mode == "off":
-        return Decision(action="skipped", limits=limits, **common)
-    warnings: list[str] = []
-    limits, unknown = _resolve_window(model_group, limits, policy, warnings)
-    if unknown:
-        return _blocked(common, limits, unknown, warnings)
+    common, limits, warnings, early = _begin(request, model_group, limits, resolved)
+    if early is not None:
+        return early
     embedding = field == "input"
     budget_facts: dict[str, Any]
     try:
@@ -313,8 +321,7 @@ def decide_inputs(
         return _blocked(common, limits, BlockReason("output_reserve", message, {"model_group": model_group, **exc.facts}),
                         warnings)
     except MalformedRequestError as exc:
-        block = BlockReason("malformed", f"invalid request: {exc}", {"field": exc.field}, param=exc.field)
-        return _blocked(common, limits, block, warnings)
+        return _blocked(common, limits, _malformed(exc), warnings)
 
     if result.over and not result.truncated:
         what = "input" if embedding else "prompt"

@@ -27,8 +27,8 @@ from typing import Any
 
 from .budget import Budget
 from .counting import TokenCounter, canonical_json
-from .errors import CannotFitError, MalformedRequestError
-from .trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text, trim_request
+from .errors import MalformedRequestError
+from .trimming import MessageAction, TrimPolicy, TrimResult, check_native_fit, content_hash, message_text, trim_request
 
 SERVER_HISTORY_NOTE = "server_side_history_not_counted"
 _ROLES = ("user", "assistant", "system", "developer")
@@ -172,13 +172,9 @@ def trim_responses(
         return TrimResult(body, report)
     new_body = _apply(body, view, result)
     tokens_after = count_responses(new_body, counter)
-    if tokens_after > budget.budget:  # the native result must hold on its own count
-        raise CannotFitError(
-            f"{counter.model}: the trimmed request still needs {tokens_after} input tokens, over the input budget "
-            f"of {budget.budget} tokens. This model's maximum context length is {budget.window} tokens. Shorten "
-            f"the latest input, lower max_output_tokens, or use a model with a larger context window.",
-            {**budget.as_dict(), "model": counter.model, "tokens_before": report.tokens_before,
-             "tokens_after_trimming": tokens_after})
+    check_native_fit(counter, budget, report.tokens_before, tokens_after,
+                     remedy="Shorten the latest input, lower max_output_tokens, or use a model with a larger "
+                            "context window.")
     actions = tuple(_native_action(action, view, body) for action in report.actions)
     return TrimResult(new_body, replace(report, tokens_after=tokens_after, actions=actions))
 

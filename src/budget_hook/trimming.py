@@ -441,6 +441,17 @@ class _TrimState:
         return sizes
 
 
+def check_native_fit(counter: TokenCounter, budget: Budget, tokens_before: int, tokens_after: int, *,
+                     remedy: str) -> None:
+    """A native shape's trimmed request must hold on its own fresh count, whatever its view said."""
+    if tokens_after > budget.budget:
+        raise CannotFitError(
+            f"{counter.model}: the trimmed request still needs {tokens_after} input tokens, over the input budget "
+            f"of {budget.budget} tokens. This model's maximum context length is {budget.window} tokens. {remedy}",
+            {**budget.as_dict(), "model": counter.model, "tokens_before": tokens_before,
+             "tokens_after_trimming": tokens_after})
+
+
 _IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
 
 
