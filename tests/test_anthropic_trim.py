@@ -17,7 +17,7 @@ from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError
 from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy
 
-from .conftest import DATA, load_json
+from .conftest import load_json
 
 CLAUDE = TokenCounter.for_model("anthropic/claude-sonnet-4-5")
 NO_MARGIN = BudgetPolicy(safety_margin_ratio=0.0)

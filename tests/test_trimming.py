@@ -6,7 +6,7 @@ import copy
 import json
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget_hook.budget import BudgetPolicy, compute_budget

@@ -35,7 +35,7 @@ from .anthropic_format import _convert_message, _current_turn_start, anthropic_t
 from .budget import Budget
 from .counting import TokenCounter
 from .errors import CannotFitError, MalformedRequestError
-from .trimming import (MessageAction, TrimPolicy, TrimReport, TrimResult, check_native_fit, content_hash, message_text,
+from .trimming import (MessageAction, TrimPolicy, TrimResult, check_native_fit, content_hash, message_text,
                        trim_request)
 
 CACHE_PREFIX_NOTE = "cache_prefix_rewritten"
