@@ -6,9 +6,9 @@ import copy
 import sys
 from pathlib import Path
 
-from budget_hook.anthropic_format import anthropic_to_openai_chat
+from budget_hook.shapes.anthropic import anthropic_to_openai_chat
 from budget_hook.counting import TokenCounter
-from budget_hook.structure import pairing_problems
+from budget_hook.trimming.structure import pairing_problems
 from .conftest import DATA, load_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from budget_hook.anthropic_trim import (CACHE_PREFIX_NOTE, anthropic_pairing_problems, count_anthropic,
+from budget_hook.shapes.anthropic import (CACHE_PREFIX_NOTE, anthropic_pairing_problems, count_anthropic,
                                         trim_anthropic)
 from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
@@ -181,7 +181,7 @@ def test_pairing_problems_are_found(messages, problem):
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.sampled_from(REAL + CASSETTES))
 def test_the_view_counts_what_the_request_costs(body):
-    from budget_hook.anthropic_trim import build_view
+    from budget_hook.shapes.anthropic import build_view
     view_count = CLAUDE.count_request(build_view(body).request).total
     assert abs(view_count - count_anthropic(body, CLAUDE)) <= 0.02 * count_anthropic(body, CLAUDE) + 30
 
@@ -198,7 +198,7 @@ def mixed_agent() -> dict:
 
 def test_mixed_messages_keep_tools_in_the_count_and_the_users_text():
     body = mixed_agent()
-    from budget_hook.anthropic_trim import build_view
+    from budget_hook.shapes.anthropic import build_view
     total = count_anthropic(body, CLAUDE)
     assert abs(CLAUDE.count_request(build_view(body).request).total - total) <= 0.02 * total + 30  # tools counted
     result = check(body, budget_for(body, 0.8))

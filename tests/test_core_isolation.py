@@ -11,10 +11,10 @@ import textwrap
 def test_core_and_cli_run_without_importing_litellm():
     code = textwrap.dedent(
         """
-        import sys, budget_hook, budget_hook.cli, budget_hook.anthropic_format, budget_hook.model_limits
-        import budget_hook.policy, budget_hook.settings, budget_hook.decision
+        import sys, budget_hook, budget_hook.cli, budget_hook.shapes.anthropic, budget_hook.budget.windows
+        import budget_hook.policy, budget_hook.policy.settings, budget_hook.pipeline, budget_hook.shapes, budget_hook.proxy.records
         from budget_hook import TokenCounter, compute_budget, trim_request
-        from budget_hook.model_limits import lookup_max_input_tokens
+        from budget_hook.budget.windows import lookup_max_input_tokens
         counter = TokenCounter.for_model("gpt-4o")
         request = {"messages": [{"role": "user", "content": "hi " * 5000}]}
         trim_request(request, counter=counter, budget=compute_budget(lookup_max_input_tokens("gpt-4o")))
@@ -36,7 +36,7 @@ def test_only_the_proxy_adapter_imports_litellm_or_fastapi():
 
     package = Path(budget_hook.__file__).parent
     importing = sorted(
-        path.name for path in package.glob("*.py")
+        str(path.relative_to(package)) for path in package.rglob("*.py")
         if re.search(r"^\s*(import|from)\s+(litellm|fastapi)\b", path.read_text(encoding="utf-8"), re.MULTILINE)
     )
-    assert importing == ["proxy.py"]
+    assert importing == ["proxy/hook.py"]

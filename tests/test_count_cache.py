@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from budget_hook.count_cache import COUNT_CACHE, CountCache
+from budget_hook.counting.cache import COUNT_CACHE, CountCache
 from budget_hook.counting import TokenCounter
 
 COUNTERS = [TokenCounter.for_model(m) for m in ("gpt-4o", "gpt-4", "anthropic/claude-sonnet-4-5", "no-such-model")]

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from budget_hook.counting import TokenCounter
-from budget_hook.decision import ModelLimits, decide_chat
-from budget_hook.settings import load_settings
+from budget_hook.budget import ModelLimits
+from budget_hook.pipeline import DecisionRecord, decide_conversation as decide_chat
+from budget_hook.policy.settings import load_settings
 
 COUNTER = TokenCounter.for_model("gpt-4o")
 LIMITS = ModelLimits(4000, "test", "gpt-4o")
@@ -35,8 +36,8 @@ def test_over_budget_request_is_trimmed_and_the_record_lists_the_actions():
     request = chat(300, turns=8)
     decision = decide(request)
     assert decision.action == "trimmed" and decision.request is not request
-    record = decision.as_dict()
-    assert record["messages"]["dropped"] == len(record["actions"]) > 0
+    record = DecisionRecord.build(decision).as_dict()
+    assert record["counts"]["dropped"] == len(record["actions"]) > 0
     assert record["tokens_after"] <= record["budget"]["budget"] == 3200
 
 
@@ -54,7 +55,7 @@ def test_cannot_fit_is_a_block_with_the_provider_phrase():
     decision = decide({"messages": [{"role": "user", "content": "word " * 5000}]})
     assert decision.block.kind == "cannot_fit" and decision.block.code == "context_length_exceeded"
     assert "This model's maximum context length is 4000 tokens" in decision.block.message
-    assert decision.as_dict()["budget"]["budget"] == 3200
+    assert DecisionRecord.build(decision).as_dict()["budget"]["budget"] == 3200
 
 
 @pytest.mark.parametrize("request_body, field", [

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import MalformedRequestError
-from budget_hook.inputs import check_inputs
+from budget_hook.shapes.inputs import check_inputs
 
 EMBEDDING = TokenCounter.for_model("text-embedding-3-small")
 ESTIMATED = TokenCounter.for_model("cohere/embed-english-v3.0")

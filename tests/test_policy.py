@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from budget_hook.errors import PolicyError
 from budget_hook.policy import Policy, PolicyLayers
-from budget_hook.settings import load_metadata_layer, load_settings
+from budget_hook.policy.settings import load_metadata_layer, load_settings
 
 
 def test_empty_settings_give_the_documented_defaults():

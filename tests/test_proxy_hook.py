@@ -14,11 +14,13 @@ import logging
 import pytest
 from litellm.proxy._types import UserAPIKeyAuth
 
-import budget_hook.proxy as proxy_module
-from budget_hook.decision import ModelLimits
-from budget_hook.proxy import BudgetHookHTTPError, BudgetHookPlugin, decision_headers
-from budget_hook.settings import load_settings
-from budget_hook.structure import pairing_problems
+import budget_hook.pipeline.decider as pipeline_decide
+import budget_hook.proxy.hook as proxy_module
+from budget_hook.budget import ModelLimits
+from budget_hook.proxy.hook import BudgetHookHTTPError, BudgetHookPlugin
+from budget_hook.proxy.offload import approximate_size
+from budget_hook.policy.settings import load_settings
+from budget_hook.trimming.structure import pairing_problems
 
 from .conftest import DATA, conversation_request
 
@@ -33,6 +35,11 @@ def make_plugin(window: int | None = 4000, **settings) -> BudgetHookPlugin:
 def run_hook(plugin, data, user=None, call_type="acompletion"):
     data.setdefault("litellm_call_id", f"call-{id(data)}")  # the proxy sets it before the hooks run
     return asyncio.run(plugin.async_pre_call_hook(user or UserAPIKeyAuth(), None, data, call_type))
+
+
+def decision_headers(plugin, data):
+    """The x-budget-* headers of a request, from the plugin's own record of it."""
+    return plugin.records.find(data["litellm_call_id"]).headers()
 
 
 def headers_for(plugin, data):
@@ -62,11 +69,12 @@ def test_fitting_request_is_forwarded_as_the_same_object_with_the_decision_recor
 def test_over_budget_request_is_replaced_by_a_trimmed_copy():
     data = long_chat()
     original = copy.deepcopy(data)
-    out = run_hook(make_plugin(), data)
+    plugin = make_plugin()
+    out = run_hook(plugin, data)
     assert out is not data and data["messages"] == original["messages"]
     assert len(out["messages"]) < len(data["messages"]) and pairing_problems(out["messages"]) == []
     assert out["metadata"]["budget_hook"]["action"] == "trimmed"
-    headers = decision_headers(out["metadata"]["budget_hook"])
+    headers = decision_headers(plugin, out)
     assert headers["x-budget-decision"] == "trimmed" and int(headers["x-budget-dropped-messages"]) > 0
 
 
@@ -148,23 +156,23 @@ def test_team_and_key_from_the_auth_object_apply():
 def inject_fault(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("injected fault")
-    monkeypatch.setattr(proxy_module, "decide_chat", broken)
+    monkeypatch.setattr(pipeline_decide, "decide_conversation", broken)
 
 
 def test_records_are_bounded_and_failed_ones_expire(monkeypatch):
-    monkeypatch.setattr(proxy_module, "IN_FLIGHT_RECORDS", 5)
     plugin = make_plugin()
+    plugin.records.in_flight = 5
     for _ in range(20):
         run_hook(plugin, {"model": "g", "messages": [{"role": "user", "content": "hi"}]})
-    assert len(plugin._records) == 5
-    call_id = next(iter(plugin._records))
+    assert len(plugin.records._records) == 5
+    call_id = next(iter(plugin.records._records))
     assert log_records(plugin, "failure", {"litellm_call_id": call_id, "exception": ValueError("x")})
-    assert call_id not in plugin._records and call_id in plugin._failed  # headers may still be asked for
+    assert call_id not in plugin.records._records and call_id in plugin.records._failed  # headers may still be asked for
     assert headers_for(plugin, {"litellm_call_id": call_id})["x-budget-decision"] == "pass"
-    monkeypatch.setattr(proxy_module, "FAILED_RECORD_SECONDS", -1.0)
-    other = next(iter(plugin._records))
+    plugin.records.failed_seconds = -1.0
+    other = next(iter(plugin.records._records))
     log_records(plugin, "failure", {"litellm_call_id": other, "exception": ValueError("x")})
-    assert call_id not in plugin._failed  # expired when the next failure arrived
+    assert call_id not in plugin.records._failed  # expired when the next failure arrived
 
 
 def test_a_long_stream_keeps_its_record_until_its_callback():
@@ -239,7 +247,7 @@ def test_client_cap_problems_do_not_block_in_shadow_or_off_mode():
 def test_team_fail_mode_applies_even_when_the_fault_comes_early(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("injected fault")
-    monkeypatch.setattr(proxy_module, "decide_chat", broken)
+    monkeypatch.setattr(pipeline_decide, "decide_conversation", broken)
     plugin = make_plugin(teams={"strict": {"fail_mode": "closed"}})
     with pytest.raises(BudgetHookHTTPError) as caught:
         run_hook(plugin, long_chat(), user=UserAPIKeyAuth(team_alias="strict"))
@@ -437,8 +445,8 @@ def test_drop_old_images_through_the_hook_counts_as_edited():
     plugin = make_plugin(2200, drop_old_images=True)
     out = run_hook(plugin, {"model": "g", "messages": messages})
     record = out["metadata"]["budget_hook"]
-    assert record["messages"]["images_removed"] >= 1 and record["action"] == "trimmed"
-    assert int(decision_headers(record)["x-budget-edited-messages"]) == record["messages"]["images_removed"]
+    assert record["counts"]["images_removed"] >= 1 and record["action"] == "trimmed"
+    assert int(decision_headers(plugin, out)["x-budget-edited-messages"]) == record["counts"]["images_removed"]
 
 
 def load_png() -> str:
@@ -456,12 +464,12 @@ def load_png() -> str:
 def test_large_requests_are_decided_off_the_event_loop_on_any_loop(monkeypatch):
     import threading
     seen = []
-    original = proxy_module.decide_chat
+    original = proxy_module.decide
 
     def recording(*args, **kwargs):
         seen.append(threading.current_thread().name)
         return original(*args, **kwargs)
-    monkeypatch.setattr(proxy_module, "decide_chat", recording)
+    monkeypatch.setattr(proxy_module, "decide", recording)
     plugin = make_plugin(1_000_000, counting_threads=1, offload_chars=1000)
 
     async def batch(tag):
@@ -487,9 +495,9 @@ def test_large_requests_are_decided_off_the_event_loop_on_any_loop(monkeypatch):
     {"input": [[1] * 5000]},
 ])
 def test_every_place_text_can_hide_counts_towards_the_offload_size(body):
-    assert proxy_module.approximate_size(body, 4000) >= 4000
+    assert approximate_size(body, 4000) >= 4000
 
 
 def test_approximate_size_ignores_metadata_and_stops_early():
-    assert proxy_module.approximate_size({"metadata": {"x": "y" * 10_000}, "messages": []}, 100) == 0
-    assert 100 <= proxy_module.approximate_size({"messages": [{"content": "x" * 50}] * 1000}, 100) < 1000  # stopped early
+    assert approximate_size({"metadata": {"x": "y" * 10_000}, "messages": []}, 100) == 0
+    assert 100 <= approximate_size({"messages": [{"content": "x" * 50}] * 1000}, 100) < 1000  # stopped early

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError, MalformedRequestError
-from budget_hook.responses_format import (SERVER_HISTORY_NOTE, build_view, count_responses, responses_pairing_problems,
+from budget_hook.shapes.responses import (SERVER_HISTORY_NOTE, build_view, count_responses, responses_pairing_problems,
                                           trim_responses)
 from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError
-from budget_hook.structure import latest_turn_start, pairing_problems, split_turns
+from budget_hook.trimming.structure import latest_turn_start, pairing_problems, split_turns
 from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, trim_request
 from .conftest import CONVERSATIONS, conversation_request
 

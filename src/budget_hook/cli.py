@@ -1,11 +1,15 @@
-"""``budget-hook``: dry-run the counter and the trimmer on a captured request (JSON in, JSON out).
+"""``budget-hook``: dry-run the counter and the trimmer on a captured request body of any shape.
 
-    budget-hook count --model MODEL [FILE|-]
-    budget-hook trim  --model MODEL [--max-input-tokens N] [--max-tokens N] [FILE|-]
+    budget-hook count [--format F] --model MODEL [FILE|-]
+    budget-hook trim  [--format F] --model MODEL [--max-input-tokens N] [--max-tokens N] [FILE|-]
     budget-hook check-config litellm_config.yaml
 
-Exit codes: 0 success; 1 malformed input, invalid settings or usage error (message on stderr says which message, which
-field); 2 the request cannot fit (the error as JSON on stdout, a one-line explanation on stderr).
+``--format`` is one of the registered request shapes (chat, anthropic, responses, completions,
+embeddings); without it the shape is detected from the body. The proxy finds shapes through the same
+registry, so a dry run counts and trims exactly as the proxy would.
+
+Exit codes: 0 success; 1 malformed input, invalid settings or usage error (the message on stderr says
+which file, which field); 2 the request cannot fit (the error as JSON on stdout, one line on stderr).
 """
 
 from __future__ import annotations
@@ -13,25 +17,55 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, NoReturn
 
-from .budget import BudgetPolicy, compute_budget, requested_output_tokens
+from .budget import BudgetPolicy, compute_budget, lookup_max_input_tokens, requested_output_tokens
 from .counting import TokenCounter
 from .errors import BudgetHookError, ContextBudgetError, MalformedRequestError, PolicyError
-from .model_limits import lookup_max_input_tokens
-from .settings import load_settings
-from .trimming import TrimPolicy, trim_request
+from .policy import load_settings
+from .shapes import SHAPES, ConversationShape, InputsShape, Shape
+from .shapes.inputs import check_inputs
+from .trimming import TrimPolicy
+
+ENABLE_LINE = "budget_hook.proxy.plugin"
+
+
+class UsageError(BudgetHookError):
+    """The command line itself is wrong (exit 1, like any other input error)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:  # argparse exits 2, which means "cannot fit" here
+        self.print_usage(sys.stderr)
+        raise UsageError(message)
 
 
 def _read_body(path: str) -> Any:
+    name = "stdin" if path == "-" else path
     try:
         text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
     except OSError as exc:
-        raise MalformedRequestError(path, f"cannot read: {exc.strerror or exc}") from exc
+        raise MalformedRequestError(name, f"cannot read: {exc.strerror or exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise MalformedRequestError(name, f"not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
     try:
-        return json.loads(text)
+        body = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise MalformedRequestError("request", f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+        raise MalformedRequestError(name, f"not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    if not isinstance(body, dict):
+        raise MalformedRequestError(name, f"expected a JSON object (a request body), got {type(body).__name__}")
+    return body
+
+
+def _shape(args: argparse.Namespace, body: Mapping[str, Any]) -> Shape:
+    if args.format:
+        return SHAPES.get(args.format)
+    shape = SHAPES.detect(body)
+    if shape is None:
+        raise UsageError(f"cannot tell the request format of {args.file}; pass --format "
+                         f"({'|'.join(SHAPES.names())})")
+    return shape
 
 
 def _print(data: Any) -> None:
@@ -41,31 +75,57 @@ def _print(data: Any) -> None:
 
 def _count(args: argparse.Namespace) -> int:
     body = _read_body(args.file)
+    shape = _shape(args, body)
     counter = TokenCounter.for_model(args.model, base_model=args.base_model)
-    result = counter.count_request(body)
-    _print({"model": args.model, "encoding": result.encoding, "method": result.method, "tokens": result.total,
-            "per_message": list(result.per_message), "tools_tokens": result.tools_tokens,
-            "overhead_tokens": result.overhead_tokens})
+    out: dict[str, Any] = {"model": args.model, "format": shape.name, "encoding": counter.profile.encoding_name,
+                           "method": counter.profile.method}
+    if isinstance(shape, InputsShape):
+        from .shapes.inputs import count_inputs
+
+        per_input = count_inputs(body.get(shape.field), field=shape.field, counter=counter)
+        out.update(tokens=sum(per_input), per_input=per_input)
+    else:
+        assert isinstance(shape, ConversationShape)
+        result = counter.count_request(shape.view(body).request)
+        out.update(tokens=result.total, per_message=list(result.per_message), tools_tokens=result.tools_tokens,
+                   overhead_tokens=result.overhead_tokens)
+    _print(out)
     return 0
 
 
 def _trim(args: argparse.Namespace) -> int:
     body = _read_body(args.file)
+    shape = _shape(args, body)
     counter = TokenCounter.for_model(args.model, base_model=args.base_model)
     window = args.max_input_tokens or lookup_max_input_tokens(args.base_model or args.model)
     if window is None:
-        raise MalformedRequestError("--model", f"no context window known for {args.model!r}; pass --max-input-tokens")
-    if not isinstance(body, dict):
-        raise MalformedRequestError("request", "expected a JSON object")
-    reserve = args.max_tokens if args.max_tokens is not None else requested_output_tokens(body)
+        raise UsageError(f"--model: no context window known for {args.model!r}; pass --max-input-tokens")
+    if isinstance(shape, InputsShape):
+        return _check_inputs(shape, body, counter, window, args)
+    assert isinstance(shape, ConversationShape)
+    reserve = args.max_tokens if args.max_tokens is not None else requested_output_tokens(body, shape.output_token_fields)
     budget = compute_budget(window, requested_output_tokens=reserve, policy=BudgetPolicy())
     policy = TrimPolicy(pin_first_user_message=args.pin_first_user_message)
-    result = trim_request(body, counter=counter, budget=budget, policy=policy)
-    _print({"request": result.request, "report": result.report.as_dict()})
+    result = shape.trim(body, counter=counter, budget=budget, policy=policy)
+    _print({"format": shape.name, "request": result.request, "report": result.report.as_dict()})
     return 0
 
 
-ENABLE_LINE = "budget_hook.proxy.plugin"
+def _check_inputs(shape: InputsShape, body: Mapping[str, Any], counter: TokenCounter, window: int,
+                  args: argparse.Namespace) -> int:
+    if shape.reserves_output:
+        reserve = args.max_tokens if args.max_tokens is not None else requested_output_tokens(body, shape.output_token_fields)
+        budget = compute_budget(window, requested_output_tokens=reserve, policy=BudgetPolicy())
+        limit, terms = budget.budget, budget.as_dict()
+    else:
+        limit, terms = window, {"window": window, "output_reserve": 0, "safety_margin": 0, "cap": None, "budget": window}
+    result = check_inputs(body.get(shape.field), field=shape.field, counter=counter, limit=limit)
+    report = {"format": shape.name, "field": shape.field, "limit": limit, "tokens": list(result.tokens),
+              "budget": terms, "over": [{"index": o.index, "tokens": o.tokens, "over_by": o.over_by} for o in result.over]}
+    if result.over:
+        raise ContextBudgetError(f"{args.model}: {result.describe_over()}. Nothing was truncated.", report)
+    _print({"format": shape.name, "request": body, "report": report})
+    return 0
 
 
 def _check_config(args: argparse.Namespace) -> int:
@@ -96,11 +156,14 @@ def _check_config(args: argparse.Namespace) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="budget-hook", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True)
-    for name, help_text in (("count", "count the tokens of a chat request"), ("trim", "fit a chat request to its budget")):
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="budget-hook", description=(__doc__ or "").split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    for name, help_text in (("count", "count the input tokens of a request body"),
+                            ("trim", "fit a request body to its budget, as the proxy would")):
         sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("--format", choices=SHAPES.names(),
+                         help="the request shape (default: detected from the body)")
         sub.add_argument("--model", required=True, help="model name as the gateway routes it (gpt-4o, anthropic/claude-...)")
         sub.add_argument("--base-model", help="the underlying model of a deployment name (azure/my-deployment)")
         sub.add_argument("file", nargs="?", default="-", help="request body JSON file, or - for stdin (default)")
@@ -110,8 +173,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             sub.add_argument("--pin-first-user-message", action="store_true", help="never drop the first user message")
     check = commands.add_parser("check-config", help="validate the budget_hook settings of a LiteLLM config file")
     check.add_argument("file", help="litellm_config.yaml")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
     try:
+        args = _parser().parse_args(argv)
         if args.command == "check-config":
             return _check_config(args)
         return _count(args) if args.command == "count" else _trim(args)

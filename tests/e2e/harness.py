@@ -18,7 +18,7 @@ from pathlib import Path
 
 import httpx
 
-from budget_hook.encodings import vendored_tokenizer_dir
+from budget_hook.counting.encodings import vendored_tokenizer_dir
 
 HERE = Path(__file__).parent
 VENV_BIN = Path(sys.executable).parent

@@ -14,7 +14,7 @@ import openai
 import pytest
 
 from budget_hook.counting import TokenCounter
-from budget_hook.structure import pairing_problems
+from budget_hook.trimming.structure import pairing_problems
 from budget_hook.trimming import content_hash
 
 from ..conftest import conversation_request, DATA

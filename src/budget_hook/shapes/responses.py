@@ -21,24 +21,20 @@ report's ``notes`` say so.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from collections.abc import Mapping
 from typing import Any
 
-from .budget import Budget
-from .counting import TokenCounter, canonical_json
-from .errors import MalformedRequestError
-from .trimming import MessageAction, TrimPolicy, TrimResult, check_native_fit, content_hash, message_text, trim_request
+from ..budget import OUTPUT_TOKEN_FIELDS, Budget
+from ..counting import TokenCounter, canonical_json
+from ..errors import MalformedRequestError
+from ..trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text
+from .base import ConversationShape, View
 
 SERVER_HISTORY_NOTE = "server_side_history_not_counted"
 _ROLES = ("user", "assistant", "system", "developer")
 
-
-@dataclass(frozen=True)
-class _View:
-    request: dict[str, Any]
-    refs: tuple[int | None, ...]  # per view message: the input item index (None: instructions, string input)
-    no_edit: frozenset[int]
+IMAGE_PLACEHOLDER = "[budget_hook: image removed by the gateway to fit the context budget]"
 
 
 def _part(part: Any, where: str) -> dict[str, Any]:
@@ -83,7 +79,9 @@ def _tool(tool: Any) -> dict[str, Any]:
     return {"type": "function", "function": {"name": name, "description": canonical_json(tool)}}
 
 
-def build_view(body: Mapping[str, Any]) -> _View:
+def build_view(body: Mapping[str, Any]) -> View:
+    """The chat-shaped view: one view message per ``input`` item (refs: the item index, None for
+    ``instructions`` and a string ``input``)."""
     if not isinstance(body, Mapping):
         raise MalformedRequestError("request", f"expected a JSON object, got {type(body).__name__}")
     messages: list[dict[str, Any]] = []
@@ -147,7 +145,7 @@ def build_view(body: Mapping[str, Any]) -> _View:
     text = body.get("text")
     if isinstance(text, Mapping) and isinstance(text.get("format"), Mapping) and text["format"].get("type") == "json_schema":
         request["response_format"] = {"type": "json_schema", "json_schema": {"schema": text["format"].get("schema")}}
-    return _View(request, tuple(refs), frozenset(no_edit))
+    return View(request, tuple(refs), no_edit=frozenset(no_edit))
 
 
 def _notes(body: Mapping[str, Any]) -> tuple[str, ...]:
@@ -155,37 +153,44 @@ def _notes(body: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def count_responses(body: Mapping[str, Any], counter: TokenCounter) -> int:
-    return counter.count_request(build_view(body).request).total
+    return SHAPE.count(body, counter)
 
 
-def trim_responses(
-    body: Mapping[str, Any],
-    *,
-    counter: TokenCounter,
-    budget: Budget,
-    policy: TrimPolicy = TrimPolicy(),
-) -> TrimResult:
-    view = build_view(body)
-    result = trim_request(view.request, counter=counter, budget=budget, policy=policy, no_edit=view.no_edit)
-    report = replace(result.report, notes=result.report.notes + _notes(body))
-    if not report.changed:
-        return TrimResult(body, report)
-    new_body = _apply(body, view, result)
-    tokens_after = count_responses(new_body, counter)
-    check_native_fit(counter, budget, report.tokens_before, tokens_after,
-                     remedy="Shorten the latest input, lower max_output_tokens, or use a model with a larger "
-                            "context window.")
-    actions = tuple(_native_action(action, view, body) for action in report.actions)
-    return TrimResult(new_body, replace(report, tokens_after=tokens_after, actions=actions))
+def trim_responses(body: Mapping[str, Any], *, counter: TokenCounter, budget: Budget,
+                   policy: TrimPolicy = TrimPolicy()) -> TrimResult:
+    return SHAPE.trim(body, counter=counter, budget=budget, policy=policy)
 
 
-def _apply(body: Mapping[str, Any], view: _View, result: TrimResult) -> dict[str, Any]:
+def _compacted(item: Mapping[str, Any], edited: Mapping[str, Any]) -> Mapping[str, Any]:
+    return {**item, "output": message_text(edited)} if item.get("type") == "function_call_output" else item
+
+
+def _shortened(item: Mapping[str, Any], edited: Mapping[str, Any]) -> Mapping[str, Any]:
+    text = message_text(edited)
+    content = [{"type": "output_text", "text": text, "annotations": []}] if isinstance(item.get("content"), list) else text
+    return {**item, "content": content}
+
+
+def _images_removed(item: Mapping[str, Any], edited: Mapping[str, Any]) -> Mapping[str, Any]:
+    field = "output" if item.get("type") == "function_call_output" else "content"
+    parts = item.get(field)
+    if not isinstance(parts, list):
+        return item
+    placeholder = {"type": "input_text", "text": IMAGE_PLACEHOLDER}
+    return {**item, field: [placeholder if isinstance(p, Mapping) and p.get("type") == "input_image" else p for p in parts]}
+
+
+#: per editing action: an input item and its edited view message -> the new item
+WRITERS = {"compacted": _compacted, "images_removed": _images_removed, "shortened": _shortened}
+
+
+def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str, Any]:
     actions = {action.index: action for action in result.report.actions}
     kept = [i for i in range(len(view.refs)) if actions.get(i) is None or actions[i].action != "dropped"]
     edited_views = dict(zip(kept, result.request["messages"]))
     items = body["input"]
     dropped: set[int] = set()
-    replaced: dict[int, dict[str, Any]] = {}
+    replaced: dict[int, Mapping[str, Any]] = {}
     for view_index, action in actions.items():
         item_index = view.refs[view_index]
         if item_index is None:
@@ -194,24 +199,12 @@ def _apply(body: Mapping[str, Any], view: _View, result: TrimResult) -> dict[str
         if action.action == "dropped":
             dropped.add(item_index)
             continue
-        edited = edited_views[view_index]
-        if action.action == "compacted" and item.get("type") == "function_call_output":
-            replaced[item_index] = {**item, "output": message_text(edited)}
-        elif action.action == "shortened":
-            replaced[item_index] = {**item, "content": [{"type": "output_text", "text": message_text(edited), "annotations": []}]
-                                    if isinstance(item.get("content"), list) else message_text(edited)}
-        elif action.action == "images_removed":
-            field = "output" if item.get("type") == "function_call_output" else "content"
-            if isinstance(item.get(field), list):
-                replaced[item_index] = {**item, field: [
-                    {"type": "input_text", "text": "[budget_hook: image removed by the gateway to fit the context budget]"}
-                    if isinstance(part, Mapping) and part.get("type") == "input_image" else part
-                    for part in item[field]]}
+        replaced[item_index] = WRITERS[action.action](item, edited_views[view_index])
     new_items = [replaced.get(i, item) for i, item in enumerate(items) if i not in dropped]
     return {**body, "input": new_items}
 
 
-def _native_action(action: MessageAction, view: _View, body: Mapping[str, Any]) -> MessageAction:
+def _native_action(action: MessageAction, view: View, body: Mapping[str, Any]) -> MessageAction:
     item_index = view.refs[action.index]
     if item_index is None:  # pragma: no cover - instructions are never touched
         return action
@@ -244,3 +237,44 @@ def responses_pairing_problems(items: Any) -> list[str]:
             calls, answered = {}, set()
     return problems
 
+
+def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
+    items = body.get("input")
+    if not isinstance(items, list) or action.index >= len(items) or not isinstance(items[action.index], Mapping):
+        return ""
+    item = items[action.index]
+    value = item.get("output") if item.get("type") == "function_call_output" else item.get("content")
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "".join(str(p.get("text", "")) for p in value if isinstance(p, Mapping))
+    return canonical_json(item)
+
+
+def _detect(body: Mapping[str, Any]) -> bool:
+    return "input" in body and "messages" not in body
+
+
+def _problems(body: Mapping[str, Any]) -> list[str]:
+    return responses_pairing_problems(body.get("input"))
+
+
+SHAPE = ConversationShape(
+    name="responses",
+    call_types=frozenset({"aresponses", "responses"}),
+    routes=("/responses", "/v1/responses"),
+    metadata_key="litellm_metadata",
+    output_token_fields=OUTPUT_TOKEN_FIELDS,
+    content_fields=("input", "instructions", "tools", "tool_choice", "text"),
+    param="input",
+    output_param="max_output_tokens",
+    detect=_detect,
+    view=build_view,
+    apply=_apply,
+    writers=WRITERS,
+    native_action=_native_action,
+    problems=_problems,
+    touched_content=_touched_content,
+    notes=_notes,
+    remedy="Shorten the latest input, lower max_output_tokens, or use a model with a larger context window.",
+)

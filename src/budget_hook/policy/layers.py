@@ -19,47 +19,46 @@ from __future__ import annotations
 import fnmatch
 from dataclasses import dataclass, field, fields, replace
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
-from .budget import BudgetPolicy
-from .errors import PolicyError
-from .trimming import TrimPolicy
+from ..budget import BudgetPolicy
+from ..errors import PolicyError
+from ..knobs import check_bounds, knob, knob_fields
+from ..trimming import TrimPolicy
 
+#: from strictest to loosest (``metadata_policy: tighten`` only moves towards the front)
 Mode = Literal["enforce", "shadow", "off"]
+#: from loosest to strictest
 FailMode = Literal["open", "closed"]
 UnknownWindow = Literal["default", "block"]
 
-BUDGET_FIELDS = tuple(f.name for f in fields(BudgetPolicy))
-TRIM_FIELDS = tuple(f.name for f in fields(TrimPolicy))
+BUDGET_FIELDS = tuple(f.name for f in knob_fields(BudgetPolicy))
+TRIM_FIELDS = tuple(f.name for f in knob_fields(TrimPolicy))
 
 
 @dataclass(frozen=True)
 class Policy:
     """Everything that decides what happens to one request."""
 
-    #: enforce: forward the trimmed request or block; shadow: decide and log, forward untouched; off: skip.
-    mode: Mode = "enforce"
-    #: what the plugin's *own* failures do: open forwards untouched (logged at critical), closed answers 503.
-    fail_mode: FailMode = "open"
-    #: a model group whose window is unknown: use ``default_max_input_tokens`` (with a warning) or block.
-    unknown_window: UnknownWindow = "default"
-    default_max_input_tokens: int = 8192
-    #: include the text of dropped/edited messages in the log record (off: sizes and hashes only).
-    log_dropped_content: bool = False
-    #: /embeddings: cut over-limit inputs to the model's limit (reported) instead of answering 400
-    truncate_embedding_inputs: bool = False
+    mode: Mode = knob("enforce", doc="enforce: forward the trimmed request or block; shadow: decide and log, "
+                      "forward untouched; off: skip")
+    fail_mode: FailMode = knob("open", doc="the plugin's own failures: open forwards untouched (logged at "
+                               "critical), closed answers 503")
+    unknown_window: UnknownWindow = knob("default", doc="a group whose window is unknown: use "
+                                         "default_max_input_tokens (with a warning) or block")
+    default_max_input_tokens: int = knob(8192, gt=0, doc="the window assumed when none is known")
+    log_dropped_content: bool = knob(False, doc="include the text of dropped/edited messages in the log record")
+    truncate_embedding_inputs: bool = knob(False, doc="/embeddings: cut over-limit inputs to the limit "
+                                           "(reported) instead of answering 400")
     budget: BudgetPolicy = field(default_factory=BudgetPolicy)
     trim: TrimPolicy = field(default_factory=TrimPolicy)
 
     def __post_init__(self) -> None:
-        if self.mode not in ("enforce", "shadow", "off"):
-            raise PolicyError(f"mode must be enforce, shadow or off, got {self.mode!r}")
-        if self.fail_mode not in ("open", "closed"):
-            raise PolicyError(f"fail_mode must be open or closed, got {self.fail_mode!r}")
-        if self.unknown_window not in ("default", "block"):
-            raise PolicyError(f"unknown_window must be default or block, got {self.unknown_window!r}")
-        if self.default_max_input_tokens <= 0:
-            raise PolicyError(f"default_max_input_tokens must be positive, got {self.default_max_input_tokens}")
+        for knob_field in knob_fields(Policy):
+            allowed = get_args(_HINTS.get(knob_field.name))
+            if allowed and getattr(self, knob_field.name) not in allowed:
+                raise PolicyError(f"{knob_field.name} must be {' or '.join(allowed)}, got {getattr(self, knob_field.name)!r}")
+        check_bounds(self)
 
     @classmethod
     def from_fields(cls, values: Mapping[str, Any]) -> "Policy":
@@ -67,13 +66,13 @@ class Policy:
         budget = {k: v for k, v in values.items() if k in BUDGET_FIELDS}
         trim = {k: v for k, v in values.items() if k in TRIM_FIELDS}
         top = {k: v for k, v in values.items() if k not in BUDGET_FIELDS and k not in TRIM_FIELDS}
-        unknown = set(top) - {f.name for f in fields(cls)} | ({"budget", "trim"} & set(top))
+        unknown = set(top) - {f.name for f in knob_fields(cls)}
         if unknown:
             raise PolicyError(f"unknown policy setting(s): {', '.join(sorted(unknown))}")
         return cls(**top, budget=BudgetPolicy(**budget), trim=TrimPolicy(**trim))
 
     def as_dict(self) -> dict[str, Any]:
-        flat = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("budget", "trim")}
+        flat = {f.name: getattr(self, f.name) for f in knob_fields(Policy)}
         flat.update({name: getattr(self.budget, name) for name in BUDGET_FIELDS})
         flat.update({name: getattr(self.trim, name) for name in TRIM_FIELDS})
         return flat
@@ -115,25 +114,21 @@ class ResolvedPolicy:
         return replace(self, warnings=self.warnings + (warning,))
 
 
-#: How each setting may move under ``metadata_policy: tighten``: ``lower`` / ``higher`` numbers, or an
-#: order from loosest to strictest. Other settings cannot be changed by metadata in that mode.
-_MODE_ORDER = ("off", "shadow", "enforce")
-_FAIL_ORDER = ("open", "closed")
+_HINTS = {"mode": Mode, "fail_mode": FailMode, "unknown_window": UnknownWindow}
+
+#: How each setting may move under ``metadata_policy: tighten``: lower numbers, higher numbers, or along
+#: its Literal's order (loosest to strictest). Other settings cannot be changed by metadata in that mode.
+_TIGHTENING: dict[str, Any] = {
+    "max_input_tokens": lambda current, proposed: current is None or proposed < current,
+    "safety_margin_ratio": lambda current, proposed: proposed > current,
+    "mode": lambda current, proposed: get_args(Mode).index(proposed) < get_args(Mode).index(current),
+    "fail_mode": lambda current, proposed: get_args(FailMode).index(proposed) > get_args(FailMode).index(current),
+}
+TIGHTENING_SETTINGS = tuple(_TIGHTENING)
 
 
 def _stricter(name: str, current: Any, proposed: Any) -> bool:
-    if name == "max_input_tokens":
-        return current is None or proposed < current
-    if name == "safety_margin_ratio":
-        return proposed > current
-    if name == "mode":
-        return _MODE_ORDER.index(proposed) > _MODE_ORDER.index(current)
-    if name == "fail_mode":
-        return _FAIL_ORDER.index(proposed) > _FAIL_ORDER.index(current)
-    return False
-
-
-TIGHTENING_SETTINGS = ("max_input_tokens", "safety_margin_ratio", "mode", "fail_mode")
+    return name in _TIGHTENING and bool(_TIGHTENING[name](current, proposed))
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 Contract:
 
-* ``TokenCounter.for_model(model, base_model=None)`` picks the profile (``models.resolve_tokenizer``) and
+* ``TokenCounter.for_model(model, base_model=None)`` picks the profile (``profiles.resolve_tokenizer``) and
   loads its encoding offline. ``count_request(body)`` returns a frozen ``RequestCount`` whose ``total`` is
   ``overhead_tokens + tools_tokens + sum(per_message)``. Each message is tokenized exactly once; the
   trimmer reuses ``per_message`` and re-counts only messages it rewrites, so a trimmed request's total
@@ -13,7 +13,7 @@ Contract:
   ``function_call``, assistant ``tool_calls``, JSON-schema response formats, and images by OpenAI's
   tile or patch formula.
 * Other families are estimated: text tokens times the profile's safety factor, plus the family's
-  framing constants (see ``models.TokenizerProfile``).
+  framing constants (see ``profiles.TokenizerProfile``).
 * Text is tokenized with ``encode_ordinary``: user text such as ``<|endoftext|>`` is just text.
 * Structural problems raise ``MalformedRequestError`` naming the field; odd but harmless content (an
   unknown part type, a text part without text) is counted conservatively as its JSON, never ignored.
@@ -21,32 +21,25 @@ Contract:
 
 from __future__ import annotations
 
-import json
+import functools
 import math
 import re
 from dataclasses import dataclass
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ..errors import MalformedRequestError
 from . import images
-from .count_cache import COUNT_CACHE
+from .cache import COUNT_CACHE
+from .canonical import canonical_json
 from .encodings import get_encoding
-from .errors import MalformedRequestError
-from .models import TokenizerProfile, resolve_tokenizer
+from .media import audio_tokens, file_tokens
+from .profiles import TokenizerProfile, resolve_tokenizer
+from .tools import render_functions, tool_functions
 
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _IMAGE_DETAILS = frozenset({"auto", "low", "high"})
 _DIGIT_RUNS = re.compile(r"\d{2,}")
-_PDF_PAGE = re.compile(rb"/Type\s*/Page(?![a-zA-Z])")
-
-#: Audio and file estimates (documented in the README; conservative on purpose).
-AUDIO_BYTES_PER_TOKEN = 400  # ~10 tokens/s even for 32 kbit/s compressed audio
-AUDIO_MIN_TOKENS = 100
-FILE_TOKENS_PER_PDF_PAGE = 3_000  # Anthropic's guide: 1.5-3k text tokens per page plus the page image
-FILE_BYTES_PER_TOKEN = 50
-FILE_MIN_TOKENS = 3_000
-FILE_REFERENCE_TOKENS = 10_000  # a file_id or URL whose content we cannot see
-
 
 _PROFILE_IDS: dict[TokenizerProfile, int] = {}
 
@@ -54,11 +47,6 @@ _PROFILE_IDS: dict[TokenizerProfile, int] = {}
 def _profile_id(profile: TokenizerProfile) -> int:
     """A small stable id per distinct profile (cache keys stay short and cheap to compare)."""
     return _PROFILE_IDS.setdefault(profile, len(_PROFILE_IDS))
-
-
-def canonical_json(value: Any) -> str:
-    """Deterministic JSON used for hashing and for counting unknown structures."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
 
 
 @dataclass(frozen=True)
@@ -99,7 +87,9 @@ class TokenCounter:
 
     @classmethod
     def for_model(cls, model: str, *, base_model: str | None = None) -> "TokenCounter":
-        return cls(resolve_tokenizer(model, base_model=base_model), model=model)
+        """The counter for a model (shared: counters are immutable, one per model name is kept)."""
+        return _counter_for(model, base_model) if cls is TokenCounter else cls(
+            resolve_tokenizer(model, base_model=base_model), model=model)
 
     # --- building blocks ---------------------------------------------------------------------------
 
@@ -363,6 +353,11 @@ class TokenCounter:
         return 0
 
 
+@functools.lru_cache(maxsize=1024)
+def _counter_for(model: str, base_model: str | None) -> TokenCounter:
+    return TokenCounter(resolve_tokenizer(model, base_model=base_model), model=model)
+
+
 def _thinking_enabled(request: Mapping[str, Any]) -> bool:
     """Extended thinking, an effort level or a task budget (Anthropic fields) add a hidden prompt."""
     thinking = request.get("thinking")
@@ -405,126 +400,3 @@ def validate_message(message: Any, index: int) -> None:
     tool_calls = message.get("tool_calls")
     if tool_calls is not None and not isinstance(tool_calls, list):
         raise MalformedRequestError(f"{where}.tool_calls", f"expected a list, got {type(tool_calls).__name__}")
-
-
-# --- tool rendering -------------------------------------------------------------------------------------
-
-
-def tool_functions(request: Mapping[str, Any]) -> list[Mapping[str, Any]]:
-    """The function definitions of ``tools`` (type function) or legacy ``functions``."""
-    found: list[Mapping[str, Any]] = []
-    tools = request.get("tools")
-    if isinstance(tools, list):
-        for index, tool in enumerate(tools):
-            if not isinstance(tool, Mapping):
-                raise MalformedRequestError(f"tools[{index}]", "expected an object")
-            function = tool.get("function")
-            if isinstance(function, Mapping):
-                found.append(function)
-            else:  # a non-function tool (web search, MCP, ...): its JSON is what reaches the prompt
-                found.append({"name": str(tool.get("type", "tool")), "description": canonical_json(tool)})
-    elif tools is not None:
-        raise MalformedRequestError("tools", f"expected a list, got {type(tools).__name__}")
-    functions = request.get("functions")
-    if isinstance(functions, list):
-        found.extend(f for f in functions if isinstance(f, Mapping))
-    return found
-
-
-def render_functions(functions: Iterable[Mapping[str, Any]]) -> str:
-    """Render function schemas the way OpenAI puts them in the prompt (TypeScript-like namespace).
-
-    Reproduces the OpenAI API's billed counts for the cookbook and hmarr/openai-chat-tokens cases.
-    Properties nested two levels deep lose their descriptions, as the API does.
-    """
-    lines = ["namespace functions {", ""]
-    for function in functions:
-        description = function.get("description")
-        if isinstance(description, str) and description:
-            lines.append(f"// {description}")
-        parameters = function.get("parameters")
-        name = function.get("name", "")
-        if isinstance(parameters, Mapping) and parameters.get("properties"):
-            lines.append(f"type {name} = (_: {{")
-            lines.append(_render_properties(parameters, 0))
-            lines.append("}) => any;")
-        else:
-            lines.append(f"type {name} = () => any;")
-        lines.append("")
-    lines.append("} // namespace functions")
-    return "\n".join(lines)
-
-
-def _render_properties(schema: Mapping[str, Any], indent: int) -> str:
-    properties = schema.get("properties")
-    if not isinstance(properties, Mapping):
-        return ""
-    required = schema.get("required") if isinstance(schema.get("required"), list) else []
-    lines = []
-    for name, prop in properties.items():
-        if not isinstance(prop, Mapping):
-            prop = {}
-        description = prop.get("description")
-        if isinstance(description, str) and description and indent < 2:
-            lines.append(f"// {description}")
-        optional = "" if name in required else "?"
-        lines.append(f"{name}{optional}: {_render_type(prop, indent)},")
-    return "\n".join(" " * indent + line for line in lines)
-
-
-def _render_type(prop: Mapping[str, Any], indent: int) -> str:
-    variants = prop.get("anyOf") or prop.get("oneOf")
-    if isinstance(variants, list) and variants:
-        return " | ".join(_render_type(v if isinstance(v, Mapping) else {}, indent) for v in variants)
-    if "const" in prop:
-        return json.dumps(prop["const"], ensure_ascii=False)
-    kind = prop.get("type")
-    enum = prop.get("enum")
-    if isinstance(kind, list):  # ["string", "null"]
-        return " | ".join(_render_type({**prop, "type": k}, indent) for k in kind)
-    if kind == "string":
-        return " | ".join(f'"{v}"' for v in enum) if isinstance(enum, list) else "string"
-    if kind in ("number", "integer"):
-        return " | ".join(str(v) for v in enum) if isinstance(enum, list) else "number"
-    if kind in ("boolean", "null"):
-        return kind
-    if kind == "object":
-        return "\n".join(["{", _render_properties(prop, indent + 2), "}"])
-    if kind == "array":
-        items = prop.get("items")
-        return f"{_render_type(items, indent)}[]" if isinstance(items, Mapping) else "any[]"
-    return "any"
-
-
-# --- audio and files ------------------------------------------------------------------------------------
-
-
-def _base64_size(data: Any) -> int:
-    if not isinstance(data, str):
-        return 0
-    payload = data.partition(",")[2] if data.startswith("data:") else data
-    return len(payload) * 3 // 4
-
-
-def audio_tokens(data: Any) -> int:
-    """Conservative estimate for an ``input_audio`` part from its encoded size."""
-    return max(AUDIO_MIN_TOKENS, math.ceil(_base64_size(data) / AUDIO_BYTES_PER_TOKEN))
-
-
-def file_tokens(file: Mapping[str, Any]) -> int:
-    """Conservative estimate for a ``file`` part: PDF pages when countable, else by size."""
-    data = file.get("file_data")
-    if not isinstance(data, str):
-        return FILE_REFERENCE_TOKENS
-    pages = pdf_page_count(data)
-    if pages:
-        return max(FILE_MIN_TOKENS, pages * FILE_TOKENS_PER_PDF_PAGE)
-    return max(FILE_MIN_TOKENS, math.ceil(_base64_size(data) / FILE_BYTES_PER_TOKEN))
-
-
-def pdf_page_count(data: str) -> int | None:
-    """Pages of a base64 PDF, counted from its page objects; None if not a PDF or not countable."""
-    raw = images.decode_data_url(data)
-    if not raw or not raw.startswith(b"%PDF"):
-        return None
-    return len(_PDF_PAGE.findall(raw)) or None

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import tiktoken
 
-from .errors import TokenizerUnavailableError
+from ..errors import TokenizerUnavailableError
 
 #: Encodings we know the litellm wheel vendors (file name = sha1 of tiktoken's download URL).
 VENDORED_ENCODINGS = {

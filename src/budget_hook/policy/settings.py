@@ -13,62 +13,54 @@ Pydantic lives here and nowhere else; everything downstream is frozen dataclasse
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass, field
+import typing
+from dataclasses import Field, dataclass, field
 from collections.abc import Mapping
 from typing import Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError
+from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, create_model
+from pydantic import Field as PydanticField
 
-from .errors import PolicyError
-from .policy import PolicyLayers
+from ..budget import BudgetPolicy
+from ..errors import PolicyError
+from ..knobs import knob_bounds, knob_fields
+from ..trimming import TrimPolicy
+from .layers import Policy, PolicyLayers
 
 SETTINGS_PATH = "callback_settings.budget_hook"
 
-_PositiveInt = Field(default=None, gt=0)
-_NonNegativeInt = Field(default=None, ge=0)
+#: every policy knob, from the frozen dataclasses that define them (declaration order: top, budget, trim)
+POLICY_KNOBS: tuple[tuple[type, Field], ...] = tuple(
+    (cls, f) for cls in (Policy, BudgetPolicy, TrimPolicy) for f in knob_fields(cls))
 
 
-class PolicyFields(BaseModel):
-    """Every policy knob; all optional so that an override names only what it changes."""
-
-    model_config = ConfigDict(extra="forbid", strict=False)
-
-    mode: Optional[Literal["enforce", "shadow", "off"]] = None
-    fail_mode: Optional[Literal["open", "closed"]] = None
-    unknown_window: Optional[Literal["default", "block"]] = None
-    default_max_input_tokens: Optional[int] = _PositiveInt
-    log_dropped_content: Optional[StrictBool] = None
-    truncate_embedding_inputs: Optional[StrictBool] = None
-    # budget
-    output_reserve_ratio: Optional[float] = Field(default=None, ge=0, lt=1)
-    output_reserve_min: Optional[int] = _NonNegativeInt
-    output_reserve_max: Optional[int] = _NonNegativeInt
-    safety_margin_ratio: Optional[float] = Field(default=None, ge=0, lt=1)
-    max_input_tokens: Optional[int] = _PositiveInt
-    # trimmer
-    target_ratio: Optional[float] = Field(default=None, gt=0, le=1)
-    compact_tool_results: Optional[StrictBool] = None
-    tool_result_keep_chars: Optional[int] = _NonNegativeInt
-    tool_result_min_chars: Optional[int] = _NonNegativeInt
-    keep_recent_tool_results: Optional[int] = _NonNegativeInt
-    drop_old_turns: Optional[StrictBool] = None
-    pin_first_user_message: Optional[StrictBool] = None
-    shorten_assistant_messages: Optional[StrictBool] = None
-    assistant_keep_chars: Optional[int] = _NonNegativeInt
-    assistant_min_chars: Optional[int] = _NonNegativeInt
-    edit_latest_turn_history: Optional[StrictBool] = None
-    drop_old_images: Optional[StrictBool] = None
+def _pydantic_field(cls: type, knob: Field) -> tuple[Any, Any]:
+    """The YAML type of a knob: optional (an override names only what it changes), its bounds kept."""
+    hint = typing.get_type_hints(cls)[knob.name]
+    args = [a for a in typing.get_args(hint) if a is not type(None)] if typing.get_origin(hint) is typing.Union else []
+    base = args[0] if args else hint
+    if base is bool:
+        base = StrictBool  # "yes"/1 for a flag is a typo, not a setting
+    return Optional[base], PydanticField(default=None, description=knob.metadata["doc"], **knob_bounds(knob))
 
 
-class PluginSettingsModel(PolicyFields):
+#: Every policy knob as an optional YAML setting (built from the dataclasses: nothing to keep in sync).
+PolicyFields: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "PolicyFields",
+    __config__=ConfigDict(extra="forbid", strict=False),
+    **{knob.name: _pydantic_field(cls, knob) for cls, knob in POLICY_KNOBS},
+)
+
+
+class PluginSettingsModel(PolicyFields):  # type: ignore[valid-type,misc]
     log_to_stderr: StrictBool = True
     metadata_policy: Literal["tighten", "trust", "ignore"] = "tighten"
-    count_cache_entries: int = Field(default=65_536, ge=0, le=10_000_000)
-    counting_threads: int = Field(default=4, ge=1, le=64)
-    offload_chars: int = Field(default=50_000, ge=0)
-    models: dict[str, PolicyFields] = Field(default_factory=dict)
-    teams: dict[str, PolicyFields] = Field(default_factory=dict)
-    keys: dict[str, PolicyFields] = Field(default_factory=dict)
+    count_cache_entries: int = PydanticField(default=65_536, ge=0, le=10_000_000)
+    counting_threads: int = PydanticField(default=4, ge=1, le=64)
+    offload_chars: int = PydanticField(default=50_000, ge=0)
+    models: dict[str, PolicyFields] = PydanticField(default_factory=dict)  # type: ignore[valid-type]
+    teams: dict[str, PolicyFields] = PydanticField(default_factory=dict)  # type: ignore[valid-type]
+    keys: dict[str, PolicyFields] = PydanticField(default_factory=dict)  # type: ignore[valid-type]
 
 
 POLICY_FIELD_NAMES = tuple(PolicyFields.model_fields)
@@ -106,7 +98,7 @@ def _explain(exc: ValidationError, root: str) -> str:
     return "invalid budget_hook settings: " + "; ".join(problems)
 
 
-def _layer(fields: PolicyFields) -> dict[str, Any]:
+def _layer(fields: BaseModel) -> dict[str, Any]:
     return fields.model_dump(exclude_none=True)
 
 

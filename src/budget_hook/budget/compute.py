@@ -14,34 +14,31 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Optional
 
-from .errors import OutputReserveTooLargeError, PolicyError
+from ..errors import OutputReserveTooLargeError, PolicyError
+from ..knobs import check_bounds, knob
 
 
 @dataclass(frozen=True)
 class BudgetPolicy:
     """Operator knobs for the budget. Defaults: reserve 15% of the window within [500, 4096]; margin 5%."""
 
-    output_reserve_ratio: float = 0.15
-    output_reserve_min: int = 500
-    output_reserve_max: int = 4096
-    safety_margin_ratio: float = 0.05
-    #: a hard cap on input tokens below the model window (team or key policy)
-    max_input_tokens: int | None = None
+    output_reserve_ratio: float = knob(0.15, ge=0, lt=1, doc="output reserve as a share of the window, when the "
+                                       "request sets no max_tokens")
+    output_reserve_min: int = knob(500, ge=0, doc="lower bound of that reserve")
+    output_reserve_max: int = knob(4096, ge=0, doc="upper bound of that reserve")
+    safety_margin_ratio: float = knob(0.05, ge=0, lt=1, doc="share of the window kept free for counting error")
+    max_input_tokens: Optional[int] = knob(None, gt=0, doc="a hard cap on input tokens below the model window "
+                                           "(team or key policy)")
 
     def __post_init__(self) -> None:
-        for name in ("output_reserve_ratio", "safety_margin_ratio"):
-            value = getattr(self, name)
-            if not 0 <= value < 1:
-                raise PolicyError(f"{name} must be in [0, 1), got {value}")
-        if self.output_reserve_min < 0 or self.output_reserve_max < self.output_reserve_min:
+        check_bounds(self)
+        if self.output_reserve_max < self.output_reserve_min:
             raise PolicyError(
                 f"output reserve bounds must satisfy 0 <= min <= max, got min={self.output_reserve_min} "
                 f"max={self.output_reserve_max}"
             )
-        if self.max_input_tokens is not None and self.max_input_tokens <= 0:
-            raise PolicyError(f"max_input_tokens must be positive, got {self.max_input_tokens}")
 
 
 @dataclass(frozen=True)
@@ -76,9 +73,14 @@ class BudgetCheck:
         return {**self.budget.as_dict(), "counted_tokens": self.counted_tokens, "over_by": self.over_by}
 
 
-def requested_output_tokens(request: Mapping[str, Any]) -> int | None:
-    """The output allowance a request asks for: the largest of ``max_completion_tokens``, ``max_tokens``
-    and ``max_output_tokens`` present.
+#: the request fields that carry an output allowance. LiteLLM maps them onto one another across providers
+#: (all three reach Anthropic as ``max_tokens``), so shapes with output reserve the largest one present.
+OUTPUT_TOKEN_FIELDS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
+
+
+def requested_output_tokens(request: Mapping[str, Any], fields: tuple[str, ...] = OUTPUT_TOKEN_FIELDS) -> int | None:
+    """The output allowance a request asks for: the largest of its output-token ``fields`` present
+    (each request shape declares its own; the default covers chat, Anthropic and Responses).
 
     The largest, because which one reaches the provider depends on the provider mapping (LiteLLM maps
     both to Anthropic's single ``max_tokens``), and reserving less than what is sent would let input +
@@ -86,7 +88,7 @@ def requested_output_tokens(request: Mapping[str, Any]) -> int | None:
     left for the provider to reject (we do not guess), and is reported as None here.
     """
     values = [
-        value for key in ("max_completion_tokens", "max_tokens", "max_output_tokens")
+        value for key in fields
         if isinstance(value := request.get(key), int) and not isinstance(value, bool) and value >= 0
     ]
     return max(values) if values else None

@@ -1,4 +1,5 @@
-"""Budget for requests without a conversation: ``/completions`` prompts and ``/embeddings`` inputs.
+"""Budget for requests without a conversation, shared by the per-input shapes: ``/completions`` prompts
+and ``/embeddings`` inputs.
 
 Contract: ``check_inputs(values, field=..., counter=..., limit=..., truncate=False)`` counts every
 input separately (a list of prompts is a batch: each is its own request to the model; an embedding
@@ -18,8 +19,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from .counting import TokenCounter
-from .errors import MalformedRequestError
+from ..counting import TokenCounter
+from ..errors import MalformedRequestError
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,12 @@ def _truncate(item: Any, counter: TokenCounter, limit: int) -> Any:
         keep = int(keep * 0.95)
         text = counter.encoding.decode(tokens[:keep])
     return text
+
+
+def count_inputs(value: Any, *, field: str, counter: TokenCounter) -> list[int]:
+    """The tokens of each input (raises ``MalformedRequestError`` naming the field for a bad shape)."""
+    items, _ = _split(value, field)
+    return [_count(item, counter) for item in items]
 
 
 def check_inputs(value: Any, *, field: str, counter: TokenCounter, limit: int, truncate: bool = False) -> InputsResult:

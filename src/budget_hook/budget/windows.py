@@ -1,4 +1,8 @@
-"""Context windows from the model map that ships in the litellm wheel, read without importing litellm.
+"""A model group's context window: the ``ModelLimits`` fact, and the model map as an offline source.
+
+``ModelLimits`` is what the gateway knows about the routed group (its window and where it came from,
+which backend counts it). The proxy adapter finds it through the router (``proxy.windows``); the CLI and
+other offline tools use ``lookup_max_input_tokens``.
 
 Contract: ``lookup_max_input_tokens(model)`` returns the input window for ``model`` from
 ``litellm/model_prices_and_context_window_backup.json`` (the offline copy of LiteLLM's model map), or
@@ -11,8 +15,25 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+
+@dataclass(frozen=True)
+class ModelLimits:
+    """The routed group's input window and where it came from."""
+
+    #: None when no source knows it (the policy then decides)
+    window: int | None
+    #: e.g. "router: min over 2 deployments", "model map: gpt-4o", "policy default"
+    source: str
+    #: the backend model whose tokenizer counts the request (``anthropic/claude-...``)
+    counting_model: str
+    base_model: str | None = None
+    deployments: int = 0
+    #: the group names the request routes to (differs from the requested name for a router alias)
+    routed_groups: tuple[str, ...] = ()
 
 
 @functools.lru_cache(maxsize=1)

@@ -1,20 +1,12 @@
-"""Convert an Anthropic ``/v1/messages`` request body to the OpenAI chat shape, for counting.
+"""How Anthropic ``/v1/messages`` content reads as the chat shape: messages, blocks, tools, options.
 
-Contract: ``anthropic_to_openai_chat(body)`` returns a new OpenAI-style request dict and never mutates
-``body``. Every piece of text the model sees is carried over, so counting the result with an Anthropic
-``TokenizerProfile`` estimates what Anthropic bills:
-
-* top-level ``system`` (string or text blocks) becomes the first system message;
-* ``text`` blocks become text parts, ``image`` blocks image parts (base64 kept, so real dimensions are
-  read), ``document`` blocks file parts;
-* ``tool_use`` blocks become assistant ``tool_calls`` (input serialised as JSON arguments);
-  ``tool_result`` blocks become ``tool`` messages answering that id; images inside a tool result follow
-  as a user message (what the OpenAI shape allows);
-* ``thinking`` text, ``redacted_thinking`` data and any other block (server tools, search results) are
-  counted as their text / JSON: nothing is free;
-* ``tools`` become function tools (``input_schema`` -> ``parameters``), ``tool_choice`` is mapped.
-
-The conversion is for counting only: the request forwarded to Anthropic keeps its native shape.
+Contract: pure functions, never mutating their input; every piece of text the model sees is carried
+over, so counting the result with an Anthropic ``TokenizerProfile`` estimates what Anthropic bills.
+``convert_message`` turns one native message into chat messages (``tool_use`` -> assistant
+``tool_calls``, ``tool_result`` -> ``tool`` messages, images and documents -> parts; earlier turns'
+thinking left out, as Anthropic does not bill it); ``envelope`` converts everything around the messages
+(``system``, ``tools``, ``tool_choice``, ``output_format``, ``thinking``, ``max_tokens``). The shape
+module (``anthropic``) builds its view from these, message by message.
 """
 
 from __future__ import annotations
@@ -23,23 +15,18 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .counting import canonical_json
-from .errors import MalformedRequestError
+from ..counting import canonical_json
+from ..errors import MalformedRequestError
 
 
-def anthropic_to_openai_chat(body: Mapping[str, Any]) -> dict[str, Any]:
+def envelope(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat-shaped request around the messages: system, tools, tool choice and options."""
     if not isinstance(body, Mapping):
         raise MalformedRequestError("request", f"expected a JSON object, got {type(body).__name__}")
     messages: list[dict[str, Any]] = []
     system = body.get("system")
     if system:
         messages.append({"role": "system", "content": _blocks_to_text(system, "system")})
-    raw_messages = body.get("messages")
-    if not isinstance(raw_messages, list):
-        raise MalformedRequestError("messages", "missing or not a list")
-    current_turn = _current_turn_start(raw_messages)
-    for index, message in enumerate(raw_messages):
-        messages.extend(_convert_message(message, f"messages[{index}]", keep_thinking=index >= current_turn))
     result: dict[str, Any] = {"model": body.get("model"), "messages": messages}
     tools = body.get("tools")
     if isinstance(tools, list) and tools:
@@ -82,7 +69,7 @@ def _blocks_to_text(value: Any, where: str) -> str:
     raise MalformedRequestError(where, f"expected a string or a list of blocks, got {type(value).__name__}")
 
 
-def _current_turn_start(messages: list) -> int:
+def current_turn_start(messages: list) -> int:
     """Index of the last user message that is not only tool results (where the current turn starts).
 
     Anthropic strips thinking blocks of earlier turns from the context and does not bill them; only the
@@ -100,7 +87,7 @@ def _current_turn_start(messages: list) -> int:
     return 0
 
 
-def _convert_message(message: Any, where: str, *, keep_thinking: bool = True,
+def convert_message(message: Any, where: str, *, keep_thinking: bool = True,
                      inline_tool_images: bool = False) -> list[dict[str, Any]]:
     if not isinstance(message, Mapping):
         raise MalformedRequestError(where, "expected an object")
@@ -137,7 +124,7 @@ def _convert_message(message: Any, where: str, *, keep_thinking: bool = True,
                 }
             )
         elif kind == "tool_result":
-            text, images = _tool_result_content(block.get("content"), block_where)
+            text, images = tool_result_content(block.get("content"), block_where)
             tool_message: dict[str, Any] = {"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")),
                                             "content": text}
             if block.get("is_error") is True:
@@ -168,7 +155,7 @@ def _convert_message(message: Any, where: str, *, keep_thinking: bool = True,
     return converted
 
 
-def _tool_result_content(content: Any, where: str) -> tuple[str, list[dict[str, Any]]]:
+def tool_result_content(content: Any, where: str) -> tuple[str, list[dict[str, Any]]]:
     if content is None:
         return "", []
     if isinstance(content, str):

@@ -1,0 +1,103 @@
+"""Tool definitions as OpenAI renders them into the prompt (a TypeScript-like ``namespace functions``).
+
+Contract: ``tool_functions(request)`` extracts the function definitions of a chat request's ``tools``
+(type function; other tools as their JSON) or legacy ``functions``, raising ``MalformedRequestError``
+for a ``tools`` value of the wrong type. ``render_functions(functions)`` returns the text OpenAI puts
+in the prompt; it reproduces the API's billed counts for the cookbook and hmarr/openai-chat-tokens cases.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ..errors import MalformedRequestError
+from .canonical import canonical_json
+
+
+def tool_functions(request: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The function definitions of ``tools`` (type function) or legacy ``functions``."""
+    found: list[Mapping[str, Any]] = []
+    tools = request.get("tools")
+    if isinstance(tools, list):
+        for index, tool in enumerate(tools):
+            if not isinstance(tool, Mapping):
+                raise MalformedRequestError(f"tools[{index}]", "expected an object")
+            function = tool.get("function")
+            if isinstance(function, Mapping):
+                found.append(function)
+            else:  # a non-function tool (web search, MCP, ...): its JSON is what reaches the prompt
+                found.append({"name": str(tool.get("type", "tool")), "description": canonical_json(tool)})
+    elif tools is not None:
+        raise MalformedRequestError("tools", f"expected a list, got {type(tools).__name__}")
+    functions = request.get("functions")
+    if isinstance(functions, list):
+        found.extend(f for f in functions if isinstance(f, Mapping))
+    return found
+
+
+def render_functions(functions: Iterable[Mapping[str, Any]]) -> str:
+    """Render function schemas the way OpenAI puts them in the prompt (TypeScript-like namespace).
+
+    Reproduces the OpenAI API's billed counts for the cookbook and hmarr/openai-chat-tokens cases.
+    Properties nested two levels deep lose their descriptions, as the API does.
+    """
+    lines = ["namespace functions {", ""]
+    for function in functions:
+        description = function.get("description")
+        if isinstance(description, str) and description:
+            lines.append(f"// {description}")
+        parameters = function.get("parameters")
+        name = function.get("name", "")
+        if isinstance(parameters, Mapping) and parameters.get("properties"):
+            lines.append(f"type {name} = (_: {{")
+            lines.append(_render_properties(parameters, 0))
+            lines.append("}) => any;")
+        else:
+            lines.append(f"type {name} = () => any;")
+        lines.append("")
+    lines.append("} // namespace functions")
+    return "\n".join(lines)
+
+
+def _render_properties(schema: Mapping[str, Any], indent: int) -> str:
+    properties = schema.get("properties")
+    if not isinstance(properties, Mapping):
+        return ""
+    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    lines = []
+    for name, prop in properties.items():
+        if not isinstance(prop, Mapping):
+            prop = {}
+        description = prop.get("description")
+        if isinstance(description, str) and description and indent < 2:
+            lines.append(f"// {description}")
+        optional = "" if name in required else "?"
+        lines.append(f"{name}{optional}: {_render_type(prop, indent)},")
+    return "\n".join(" " * indent + line for line in lines)
+
+
+def _render_type(prop: Mapping[str, Any], indent: int) -> str:
+    variants = prop.get("anyOf") or prop.get("oneOf")
+    if isinstance(variants, list) and variants:
+        return " | ".join(_render_type(v if isinstance(v, Mapping) else {}, indent) for v in variants)
+    if "const" in prop:
+        return json.dumps(prop["const"], ensure_ascii=False)
+    kind = prop.get("type")
+    enum = prop.get("enum")
+    if isinstance(kind, list):  # ["string", "null"]
+        return " | ".join(_render_type({**prop, "type": k}, indent) for k in kind)
+    if kind == "string":
+        return " | ".join(f'"{v}"' for v in enum) if isinstance(enum, list) else "string"
+    if kind in ("number", "integer"):
+        return " | ".join(str(v) for v in enum) if isinstance(enum, list) else "number"
+    if kind in ("boolean", "null"):
+        return kind
+    if kind == "object":
+        return "\n".join(["{", _render_properties(prop, indent + 2), "}"])
+    if kind == "array":
+        items = prop.get("items")
+        return f"{_render_type(items, indent)}[]" if isinstance(items, Mapping) else "any[]"
+    return "any"
+

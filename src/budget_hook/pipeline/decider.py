@@ -1,0 +1,251 @@
+"""Decide one request: resolve the policy, count, budget, trim or block (pure; no I/O, no LiteLLM).
+
+Contract: ``decide(request, settings)`` takes the one complete ``BudgetRequest`` the adapter built and
+returns a frozen ``Decision``. It never raises for anything a client sends: a request that cannot fit,
+whose own ``max_tokens`` leaves no room, that is malformed, or whose client input to the gateway is
+invalid comes back as ``action="blocked"`` with the error message and its facts, so the adapter alone
+turns it into an HTTP error (and shadow mode can log what *would* have happened). Only the plugin's own
+failures (a bug, a tokenizer that cannot load) raise, as ``InternalFailure`` carrying the fail mode
+the operator chose for this request.
+
+Steps, each going down a layer, never back up:
+
+1. policy: config layers, then admin metadata (``policy``), then the client's cap (it may only tighten);
+2. the window: the group's limits, or the policy's default / a block when unknown;
+3. the shape's own decision: conversations are counted and trimmed on their view, per-input shapes are
+   checked input by input.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from collections.abc import Mapping
+from typing import Any
+
+from ..budget import ModelLimits, compute_budget, requested_output_tokens
+from ..counting import TokenCounter
+from ..errors import (BudgetHookError, CannotFitError, ContextBudgetError, MalformedRequestError,
+                      OutputReserveTooLargeError, PolicyError)
+from ..policy import PluginSettings, ResolvedPolicy, load_metadata_layer
+from ..shapes import ConversationShape, InputsShape
+from ..shapes.chat import SHAPE as CHAT
+from ..shapes.inputs import check_inputs
+from .decision import BlockReason, Decision, shadowed
+from .request import BudgetRequest, Caller
+
+
+class InternalFailure(BudgetHookError):
+    """The plugin's own failure while deciding (never a client's doing); ``fail_mode`` says what to do."""
+
+    def __init__(self, cause: BaseException, fail_mode: str) -> None:
+        self.cause = cause
+        self.fail_mode = fail_mode
+        super().__init__(f"{type(cause).__name__}: {cause}")
+
+
+def operator_policy(request: BudgetRequest, settings: PluginSettings) -> ResolvedPolicy:
+    """The operator's policy for the request: config layers, then admin team/key metadata. No client input
+    is read here, so nothing a client sends can change the mode or the fail mode."""
+    caller = request.caller
+    layers = settings.layers
+    resolved = layers.resolve(model_group=request.model_group, routed_groups=request.limits.routed_groups,
+                              team_id=caller.team_id, team_alias=caller.team_alias, key_alias=caller.key_alias,
+                              key_hash=caller.key_hash)
+    if settings.metadata_policy == "ignore":
+        return resolved
+    trust = settings.metadata_policy == "trust"
+    for label, metadata in (("team_metadata", caller.team_metadata), ("key_metadata", caller.key_metadata)):
+        if not isinstance(metadata, Mapping) or "budget_hook" not in metadata:
+            continue
+        try:
+            layer = load_metadata_layer(metadata["budget_hook"], where=f"{label}.budget_hook")
+        except PolicyError as exc:
+            # Broken admin metadata must not switch enforcement off: skip that layer, keep the rest.
+            resolved = resolved.with_warning(f"{label}.budget_hook ignored: {exc}")
+            continue
+        resolved = layers.with_metadata(resolved, layer, label=label, trust=trust)
+    return resolved
+
+
+def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
+    """The decision for one request (see the module's contract)."""
+    fail_mode = str(settings.layers.base.get("fail_mode", "open"))
+    try:
+        resolved = operator_policy(request, settings)
+        fail_mode = resolved.policy.fail_mode
+        common = dict(mode=resolved.policy.mode, model_group=request.model_group, resolved=resolved,
+                      request=request.body)
+        if resolved.policy.mode == "off":
+            return Decision(action="skipped", limits=request.limits, **common)  # type: ignore[arg-type]
+        client = request.client
+        if client.problem is not None and resolved.policy.mode == "enforce":
+            block = BlockReason("malformed", client.problem.message, {"field": client.problem.param},
+                                param=client.problem.param)
+            return Decision(action="blocked", limits=request.limits, block=block, **common)  # type: ignore[arg-type]
+        if client.problem is not None:
+            resolved = resolved.with_warning(f"client input ignored in shadow mode: {client.problem.message}")
+        else:
+            resolved = resolved.with_client_cap(client.max_input_tokens, client.ignored)
+        counter = TokenCounter.for_model(request.limits.counting_model, base_model=request.limits.base_model)
+        shape = request.shape
+        if isinstance(shape, InputsShape):
+            return decide_inputs(request.body, model_group=request.model_group, limits=request.limits,
+                                 resolved=resolved, counter=counter, shape=shape)
+        assert isinstance(shape, ConversationShape)
+        return decide_conversation(request.body, model_group=request.model_group, limits=request.limits,
+                                   resolved=resolved, counter=counter, shape=shape)
+    except Exception as exc:  # a bug of ours: never blamed on the client, handled per the fail mode
+        raise InternalFailure(exc, fail_mode) from exc
+
+
+def _blocked(common: dict, limits: ModelLimits, block: BlockReason, warnings: list[str], **extra: Any) -> Decision:
+    return Decision(action=shadowed("blocked", common["mode"]), limits=limits, block=block,
+                    warnings=tuple(warnings), **common, **extra)
+
+
+def _resolve_window(model_group: str, limits: ModelLimits, policy: Any, warnings: list[str]
+                    ) -> tuple[ModelLimits, BlockReason | None]:
+    if limits.window is not None:
+        return limits, None
+    if policy.unknown_window == "block":
+        message = (
+            f"model group {model_group!r}: its context window is unknown (not in the router's model_info, "
+            f"not in litellm's model map), and the gateway's policy blocks such requests. Ask the gateway "
+            f"operator to set model_info.max_input_tokens for this model group."
+        )
+        return limits, BlockReason("unknown_window", message, {"model_group": model_group})
+    warnings.append(f"context window of {model_group!r} unknown; assumed default_max_input_tokens="
+                    f"{policy.default_max_input_tokens}")
+    return replace(limits, window=policy.default_max_input_tokens, source="policy default (window unknown)"), None
+
+
+def _begin(request: Mapping[str, Any], model_group: str, limits: ModelLimits, resolved: ResolvedPolicy
+           ) -> tuple[dict[str, Any], ModelLimits, list[str], Decision | None]:
+    """What every decision starts with: the common fields, the window, and an early answer when the
+    mode is off or the window is unknown and the policy blocks."""
+    policy = resolved.policy
+    common = dict(mode=policy.mode, model_group=model_group, resolved=resolved, request=request)
+    warnings: list[str] = []
+    if policy.mode == "off":
+        return common, limits, warnings, Decision(action="skipped", limits=limits, **common)
+    limits, unknown = _resolve_window(model_group, limits, policy, warnings)
+    early = _blocked(common, limits, unknown, warnings) if unknown else None
+    return common, limits, warnings, early
+
+
+def _malformed(exc: MalformedRequestError) -> BlockReason:
+    return BlockReason("malformed", f"invalid request: {exc}", {"field": exc.field}, param=exc.field)
+
+
+def decide_conversation(
+    request: Mapping[str, Any],
+    *,
+    model_group: str,
+    limits: ModelLimits,
+    resolved: ResolvedPolicy,
+    counter: TokenCounter,
+    shape: ConversationShape = CHAT,
+) -> Decision:
+    """Decide on a conversation request (chat by default, or any ``ConversationShape``)."""
+    policy = resolved.policy
+    common, limits, warnings, early = _begin(request, model_group, limits, resolved)
+    if early is not None:
+        return early
+
+    try:
+        try:
+            reserve = requested_output_tokens(request, shape.output_token_fields)
+            budget = compute_budget(limits.window, requested_output_tokens=reserve, policy=policy.budget)
+        except OutputReserveTooLargeError as exc:
+            # Count anyway so the client learns both numbers it needs to choose a smaller max_tokens.
+            tokens = shape.count(request, counter)
+            raise OutputReserveTooLargeError(f"{exc}; the request has {tokens} input tokens",
+                                             {**exc.facts, "tokens_before": tokens}) from None
+        result = shape.trim(request, counter=counter, budget=budget, policy=policy.trim)
+    except ContextBudgetError as exc:
+        kind = "cannot_fit" if isinstance(exc, CannotFitError) else "output_reserve"
+        detail = str(exc).removeprefix(f"{counter.model}: ")
+        message = f"model group {model_group!r} (counted as {counter.model}, {counter.profile.method}): {detail}"
+        return _blocked(common, limits, BlockReason(kind, message, {"model_group": model_group, **exc.facts}), warnings)
+    except MalformedRequestError as exc:
+        return _blocked(common, limits, _malformed(exc), warnings)
+
+    changed = result.report.changed
+    if changed:
+        # Checked on the request as sent, and said in the record: a provider 400 for these is not the
+        # trimmer's doing. (Untouched requests need no such check: nothing of ours reached the provider.)
+        try:
+            problems = shape.problems(request)
+        except Exception:  # a structure too odd to check: the counter accepted it, the provider will judge
+            problems = []
+        if problems:
+            warnings.append(f"request invalid before trimming ({len(problems)} problem(s)), not caused by "
+                            f"budget_hook: " + "; ".join(problems[:3]))
+    action = shadowed("trimmed", policy.mode) if changed else "pass"
+    forwarded = result.request if policy.mode == "enforce" else request
+    return Decision(action=action, limits=limits, report=result.report, warnings=tuple(warnings),
+                    **{**common, "request": forwarded})
+
+
+def decide_inputs(
+    request: Mapping[str, Any],
+    *,
+    model_group: str,
+    limits: ModelLimits,
+    resolved: ResolvedPolicy,
+    counter: TokenCounter,
+    shape: InputsShape,
+) -> Decision:
+    """Decide on ``/embeddings`` (``field="input"``) or ``/completions`` (``field="prompt"``).
+
+    Embeddings: each input must fit the model's input limit (no output). Completions: each prompt must
+    fit window - output reserve - margin, like a chat request. Over: blocked, naming which input and by
+    how much, unless the policy's ``truncate_embedding_inputs`` asks to cut embedding inputs.
+    """
+    policy = resolved.policy
+    common, limits, warnings, early = _begin(request, model_group, limits, resolved)
+    if early is not None:
+        return early
+    field = shape.field
+    embedding = not shape.reserves_output
+    budget_facts: dict[str, Any]
+    try:
+        if embedding:
+            limit = limits.window if policy.budget.max_input_tokens is None else min(limits.window, policy.budget.max_input_tokens)
+            budget_facts = {"window": limits.window, "output_reserve": 0, "safety_margin": 0,
+                            "cap": policy.budget.max_input_tokens, "budget": limit}
+        else:
+            budget = compute_budget(limits.window, requested_output_tokens=requested_output_tokens(
+                request, shape.output_token_fields), policy=policy.budget)
+            limit, budget_facts = budget.budget, budget.as_dict()
+        result = check_inputs(request.get(field), field=field, counter=counter, limit=limit,
+                              truncate=embedding and policy.truncate_embedding_inputs)
+    except ContextBudgetError as exc:
+        message = f"model group {model_group!r}: {exc}"
+        return _blocked(common, limits, BlockReason("output_reserve", message, {"model_group": model_group, **exc.facts}),
+                        warnings)
+    except MalformedRequestError as exc:
+        return _blocked(common, limits, _malformed(exc), warnings)
+
+    if result.over and not result.truncated:
+        what = "input" if embedding else "prompt"
+        reserve = "" if embedding else (f" (window {budget_facts['window']} - output reserve "
+                                        f"{budget_facts['output_reserve']} - safety margin {budget_facts['safety_margin']})")
+        message = (
+            f"model group {model_group!r} (counted as {counter.model}, {counter.profile.method}): "
+            f"{result.describe_over()}{reserve}. This model's maximum context length is {limits.window} tokens. "
+            f"Split each {what} into smaller pieces"
+            + ("" if embedding else " or lower max_tokens") + "; nothing was truncated."
+        )
+        facts = {"model_group": model_group, **budget_facts, "field": field,
+                 "over": [{"index": o.index, "tokens": o.tokens, "over_by": o.over_by} for o in result.over[:100]]}
+        return _blocked(common, limits, BlockReason("cannot_fit", message, facts, param=field), warnings,
+                        inputs=result, input_budget=budget_facts)
+    forwarded = request
+    action = "pass"
+    if result.truncated:
+        action = shadowed("trimmed", policy.mode)
+        if policy.mode == "enforce":
+            forwarded = {**request, field: result.value}
+    return Decision(action=action, limits=limits, warnings=tuple(warnings), inputs=result, input_budget=budget_facts,
+                    **{**common, "request": forwarded})

@@ -1,0 +1,181 @@
+"""The decision record: one typed value per request, read by the headers, the logs and the metadata.
+
+``DecisionRecord.build(decision, request)`` turns a ``Decision`` into the facts an operator sees; the
+adapter keeps it by call id and derives everything from its fields (``headers()`` for ``x-budget-*``,
+``as_dict()`` for the JSON log line and LiteLLM's metadata). Nothing is read back by string keys, and
+the per-action counts derive from the trimming steps (``trimming.steps``), so a new step's action is
+counted, never a ``KeyError``. Content is referenced by index, size and hash, never stored, unless the
+operator turned on ``log_dropped_content``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from collections.abc import Mapping
+from typing import Any
+
+from ..trimming import REMOVING_ACTIONS, action_counts
+from .decision import Decision
+from .request import BudgetRequest, Caller
+
+
+@dataclass(frozen=True)
+class DecisionRecord:
+    action: str
+    model_group: Any
+    mode: str | None = None
+    window: int | None = None
+    window_source: str | None = None
+    counting_model: str | None = None
+    policy_sources: tuple[str, ...] = ()
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+    client_max_input_tokens: int | None = None
+    client_cap_applied: bool | None = None
+    ignored_client_settings: tuple[str, ...] = ()
+    ignored_metadata_settings: tuple[str, ...] = ()
+    #: count method (``exact``, ``o200k_base x1.20``)
+    method: str | None = None
+    #: every term of the budget (window, output reserve and its source, margin, cap, budget)
+    budget: Mapping[str, Any] | None = None
+    target: int | None = None
+    #: messages touched per action kind (every kind of ``trimming.STEPS``)
+    counts: Mapping[str, int] | None = None
+    dropped_turns: tuple[int, ...] | None = None
+    actions: tuple[Mapping[str, Any], ...] | None = None
+    protected_tokens: Mapping[str, int] | None = None
+    notes: tuple[str, ...] = ()
+    inputs: Mapping[str, Any] | None = None
+    block: Mapping[str, Any] | None = None
+    warnings: tuple[str, ...] = ()
+    team_id: str | None = None
+    team_alias: str | None = None
+    key_alias: str | None = None
+    #: only with ``log_dropped_content``: the original text of every touched message
+    dropped_content: tuple[Mapping[str, Any], ...] | None = None
+    #: the plugin's own failure: what it was and what the fail mode did
+    error: str | None = None
+    fail_mode: str | None = None
+
+    @classmethod
+    def build(cls, decision: Decision, request: BudgetRequest | None = None) -> "DecisionRecord":
+        """The record of ``decision``; ``request`` adds the caller and, if asked, the touched content."""
+        resolved = decision.resolved
+        caller = request.caller if request is not None else Caller()
+        values: dict[str, Any] = dict(
+            action=decision.action, mode=decision.mode, model_group=decision.model_group,
+            window=decision.limits.window, window_source=decision.limits.source,
+            counting_model=decision.limits.counting_model, policy_sources=tuple(resolved.sources),
+            tokens_before=decision.tokens_before, tokens_after=decision.tokens_after,
+            ignored_client_settings=resolved.ignored_client_settings,
+            ignored_metadata_settings=resolved.ignored_metadata_settings,
+            warnings=tuple(resolved.warnings) + tuple(decision.warnings),
+            team_id=caller.team_id, team_alias=caller.team_alias, key_alias=caller.key_alias,
+        )
+        if resolved.client_max_input_tokens is not None:
+            values.update(client_max_input_tokens=resolved.client_max_input_tokens,
+                          client_cap_applied=resolved.client_cap_applied)
+        report = decision.report
+        if report is not None:
+            values.update(method=report.method, budget=report.budget.as_dict(), target=report.target,
+                          counts=action_counts(report.actions), dropped_turns=tuple(report.dropped_turns),
+                          actions=tuple(a.as_dict() for a in report.actions), notes=tuple(report.notes))
+            if report.changed:
+                values["protected_tokens"] = dict(report.protected_tokens)
+            if resolved.policy.log_dropped_content and report.actions and request is not None:
+                shape = request.shape
+                touched = getattr(shape, "touched_content", None)
+                values["dropped_content"] = tuple(
+                    {"index": a.index, "role": a.role, "action": a.action,
+                     "content": touched(request.body, a) if touched else ""}
+                    for a in report.actions)
+        inputs = decision.inputs
+        if inputs is not None:
+            values.update(budget=dict(decision.input_budget or {}), inputs={
+                "field": inputs.field, "count": len(inputs.tokens), "limit": inputs.limit,
+                "largest": max(inputs.tokens, default=0),
+                "over": [{"index": o.index, "tokens": o.tokens, "over_by": o.over_by} for o in inputs.over[:100]],
+                "truncated": list(inputs.truncated)})
+        block = decision.block
+        if block is not None:
+            values["block"] = {"kind": block.kind, "message": block.message, "param": block.param,
+                               "facts": dict(block.facts)}
+            if values.get("budget") is None and "budget" in block.facts:
+                values["budget"] = {k: block.facts[k] for k in ("window", "output_reserve", "output_reserve_source",
+                                                                "safety_margin", "cap", "budget") if k in block.facts}
+        return cls(**values)
+
+    @classmethod
+    def failure(cls, *, model_group: Any, error: str, fail_mode: str, request: BudgetRequest | None = None
+                ) -> "DecisionRecord":
+        """The record of the plugin's own failure on a request."""
+        caller = request.caller if request is not None else None
+        return cls(action="error", model_group=model_group, error=error, fail_mode=fail_mode,
+                   team_id=caller.team_id if caller else None, team_alias=caller.team_alias if caller else None)
+
+    @property
+    def dropped_messages(self) -> int:
+        return sum(n for kind, n in (self.counts or {}).items() if kind in REMOVING_ACTIONS)
+
+    @property
+    def edited_messages(self) -> int:
+        return sum(n for kind, n in (self.counts or {}).items() if kind not in REMOVING_ACTIONS)
+
+    def as_dict(self, *, content: bool = True) -> dict[str, Any]:
+        """The JSON record (logs, LiteLLM metadata): unset optional facts are left out. ``content=False``
+        leaves out ``dropped_content`` (for LiteLLM's spend logs, which reach every logging integration)."""
+        record: dict[str, Any] = {"action": self.action}
+        if self.action == "error":
+            record.update(fail_mode=self.fail_mode, model_group=self.model_group, error=self.error,
+                          team_id=self.team_id, team_alias=self.team_alias)
+            return record
+        record.update(mode=self.mode, model_group=self.model_group, window=self.window,
+                      window_source=self.window_source, counting_model=self.counting_model,
+                      policy_sources=list(self.policy_sources), tokens_before=self.tokens_before,
+                      tokens_after=self.tokens_after)
+        if self.client_max_input_tokens is not None:
+            record.update(client_max_input_tokens=self.client_max_input_tokens,
+                          client_cap_applied=self.client_cap_applied)
+        for name in ("ignored_client_settings", "ignored_metadata_settings"):
+            if getattr(self, name):
+                record[name] = list(getattr(self, name))
+        if self.method is not None:
+            record["method"] = self.method
+        if self.budget is not None:
+            record["budget"] = dict(self.budget)
+        if self.counts is not None:
+            record.update(target=self.target, counts=dict(self.counts), dropped_turns=list(self.dropped_turns or ()),
+                          actions=[dict(a) for a in self.actions or ()])
+        if self.protected_tokens is not None:
+            record["protected_tokens"] = dict(self.protected_tokens)
+        if self.notes:
+            record["notes"] = list(self.notes)
+        if self.inputs is not None:
+            record["inputs"] = dict(self.inputs)
+        if self.block is not None:
+            record["block"] = dict(self.block)
+        if self.warnings:
+            record["warnings"] = list(self.warnings)
+        record.update(team_id=self.team_id, team_alias=self.team_alias, key_alias=self.key_alias)
+        if content and self.dropped_content is not None:
+            record["dropped_content"] = [dict(c) for c in self.dropped_content]
+        return record
+
+    def headers(self) -> dict[str, str]:
+        """``x-budget-*`` response headers summarising the decision."""
+        headers = {"x-budget-decision": self.action, "x-budget-mode": self.mode or ""}
+        for name, value in (("x-budget-tokens-before", self.tokens_before), ("x-budget-tokens-after", self.tokens_after),
+                            ("x-budget-window", self.window)):
+            if value is not None:
+                headers[name] = str(value)
+        if self.budget is not None and self.budget.get("budget") is not None:
+            headers["x-budget-input-budget"] = str(self.budget["budget"])
+        if self.counts is not None:
+            headers["x-budget-dropped-messages"] = str(self.dropped_messages)
+            headers["x-budget-edited-messages"] = str(self.edited_messages)
+        if self.method:
+            headers["x-budget-count-method"] = self.method
+        return {k: v for k, v in headers.items() if v}
+
+
+__all__ = ["DecisionRecord"]

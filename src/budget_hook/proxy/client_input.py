@@ -1,0 +1,67 @@
+"""What the client asks of the gateway, read from LiteLLM's request (pure; no LiteLLM import).
+
+Contract: ``read_client_input(data, metadata_key)`` returns a ``ClientInput``: the stricter cap the
+client asks for, from ``<metadata_key>.budget_hook.max_input_tokens`` or the ``x-budget-max-input-tokens``
+header (the lower of both), the client-sent settings that are not the client's to set (reported), or
+the problem with what it sent (the field at fault and why). It never raises.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from ..pipeline import ClientInput, ClientProblem
+
+SETTINGS_NAME = "budget_hook"
+CLIENT_CAP_HEADER = "x-budget-max-input-tokens"
+_DECIMAL = re.compile(r"[0-9]{1,12}")
+
+
+class _Invalid(Exception):
+    def __init__(self, param: str, message: str) -> None:
+        self.param = param
+        super().__init__(message)
+
+
+def read_client_input(data: Mapping[str, Any], metadata_key: str) -> ClientInput:
+    try:
+        return _read(data, metadata_key)
+    except _Invalid as exc:
+        return ClientInput(problem=ClientProblem(exc.param, str(exc)))
+
+
+def _read(data: Mapping[str, Any], key: str) -> ClientInput:
+    cap: int | None = None
+    ignored: list[str] = []
+    metadata = data.get(key)
+    asked = metadata.get(SETTINGS_NAME) if isinstance(metadata, Mapping) else None
+    if asked is not None:
+        if not isinstance(asked, Mapping):
+            raise _Invalid(f"{key}.{SETTINGS_NAME}", f"{key}.{SETTINGS_NAME} must be an object such as "
+                           f'{{"max_input_tokens": 4000}}, got {type(asked).__name__}')
+        for name, value in asked.items():
+            if name != "max_input_tokens":
+                ignored.append(f"{key}.{SETTINGS_NAME}.{name}")
+                continue
+            cap = _positive_int(value, f"{key}.{SETTINGS_NAME}.max_input_tokens")
+    server_request = data.get("proxy_server_request")
+    headers = server_request.get("headers") if isinstance(server_request, Mapping) else None
+    if isinstance(headers, Mapping):
+        for name, value in headers.items():
+            if str(name).lower() == CLIENT_CAP_HEADER:
+                header_cap = _positive_int(value, f"header {CLIENT_CAP_HEADER}")
+                cap = header_cap if cap is None else min(cap, header_cap)
+    return ClientInput(max_input_tokens=cap, ignored=tuple(ignored))
+
+
+def _positive_int(value: Any, where: str) -> int:
+    # ASCII digits only and a bounded length: str.isdigit() accepts "²" and int() then raises, and a
+    # 5,000-digit number exceeds int()'s limit; neither may escape as anything but a 400.
+    if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+        raise _Invalid(where, f"{where} must be a positive integer (a stricter input cap), got {shown}")
+    return value

@@ -1,0 +1,47 @@
+"""The error a client gets, as plain facts (pure): status, message, type, code, param and numbers.
+
+``block_error(decision, shape)`` renders a blocked decision in the shape's own words (Anthropic's
+``prompt is too long: N tokens > M maximum`` on ``/v1/messages``) after OpenAI's, with the field at fault
+named by the shape (``messages``, ``input``, ``prompt``; ``max_tokens`` / ``max_output_tokens`` when the
+output allowance leaves no room). ``internal_error`` is the fail-closed answer to the plugin's own
+failure. The adapter raises them as the HTTP exception LiteLLM answers with.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from collections.abc import Mapping
+from typing import Any
+
+from ..pipeline import Decision
+from ..shapes import Shape
+
+
+@dataclass(frozen=True)
+class ErrorSpec:
+    status_code: int
+    message: str
+    type: str
+    code: str
+    param: str | None = None
+    facts: Mapping[str, Any] = field(default_factory=dict)
+
+
+def block_error(decision: Decision, shape: Shape) -> ErrorSpec:
+    block = decision.block
+    assert block is not None
+    message = f"budget_hook blocked this request ({block.code}): {block.message}"
+    if block.kind == "cannot_fit" and shape.overflow_wording is not None:
+        message = f"{shape.overflow_wording(block.facts, decision.tokens_before)} {message}"
+    param = block.param or {"cannot_fit": shape.param, "output_reserve": shape.output_param}.get(block.kind)
+    return ErrorSpec(400, message, "invalid_request_error", block.code, param, block.facts)
+
+
+def internal_error(call_id: Any) -> ErrorSpec:
+    return ErrorSpec(
+        503,
+        "budget_hook could not check this request against the model's context budget, and the gateway is "
+        f"configured to fail closed; retry later or contact the gateway operator (call id {call_id})",
+        "service_unavailable",
+        "budget_check_unavailable",
+    )

@@ -1,0 +1,247 @@
+"""The LiteLLM hook: turns LiteLLM's calls into one core call and the core's decision back into LiteLLM's terms.
+
+This is the only module of budget_hook that imports litellm or fastapi; what it uses (record store,
+client input, router windows, thread pool, error rendering) lives beside it, testable without LiteLLM.
+Per request:
+
+1. find the request's shape by LiteLLM's call type (``budget_hook.shapes``); others pass untouched;
+2. build one ``BudgetRequest``: the body, the caller (team, key, admin metadata), the client's input,
+   the routed group's limits (minimum window over its deployments, from the router);
+3. ``pipeline.decide`` it (large requests in a bounded thread pool);
+4. keep the ``DecisionRecord`` by call id, put it in the request's metadata (and
+   ``spend_logs_metadata``, which reaches every LiteLLM logging integration), then forward the body
+   (trimmed or not) or raise the block as an HTTP 400;
+5. answer ``x-budget-*`` headers and emit one JSON record per request from the success or failure
+   callback, with the provider's ``prompt_tokens`` next to the estimate.
+
+Why hooks are defined on the class itself: the proxy only calls ``async_pre_call_hook`` and
+``async_post_call_response_headers_hook`` when they are in ``vars(type(callback))``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Mapping
+from typing import Any
+
+import litellm
+from fastapi import HTTPException
+from litellm.integrations.custom_logger import CustomLogger
+
+from ..budget import ModelLimits
+from ..counting.cache import COUNT_CACHE
+from ..errors import PolicyError
+from ..pipeline import BudgetRequest, Caller, DecisionRecord, InternalFailure, decide
+from ..policy import PluginSettings, load_settings
+from ..shapes import SHAPES
+from .client_input import SETTINGS_NAME, read_client_input
+from .errors import ErrorSpec, block_error, internal_error
+from .offload import Offloader
+from .records import RecordStore
+from .windows import WindowCache, limits_from_router
+
+logger = logging.getLogger("budget_hook")
+
+
+class BudgetHookHTTPError(HTTPException):
+    """An error the proxy turns into a clean JSON error on every endpoint, streaming included.
+
+    A ``fastapi.HTTPException`` subclass because that is what the proxy answers with its own status
+    (a plain exception becomes a 500, which clients retry) *and* reports to failure callbacks. The
+    OpenAI-style attributes are read by the proxy's error formatting.
+    """
+
+    def __init__(self, spec: ErrorSpec) -> None:
+        self.message = spec.message
+        self.type = spec.type
+        self.code = spec.code
+        self.param = spec.param
+        detail: dict[str, Any] = {"error": spec.message, "type": spec.type, "code": spec.code}
+        if spec.param:
+            detail["param"] = spec.param
+        if spec.facts:
+            detail["budget_hook"] = dict(spec.facts)
+        super().__init__(status_code=spec.status_code, detail=detail)
+
+
+def _install_stderr_handler() -> None:
+    # The proxy's own logging set-up does not cover third-party loggers; without a handler an operator
+    # would see nothing. One handler, once, printing the JSON record as is.
+    if any(getattr(h, "_budget_hook", False) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler._budget_hook = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+
+
+def _router_limits(group: str) -> Any:
+    try:
+        from litellm.proxy import proxy_server  # the router exists only once the proxy has started
+
+        router = proxy_server.llm_router
+    except Exception:  # pragma: no cover - the plugin used outside the proxy
+        router = None
+    return limits_from_router(router, group)
+
+
+def caller_of(user_api_key_dict: Any) -> Caller:
+    """The caller as LiteLLM authenticated it, built once per request."""
+    def text(name: str) -> str | None:
+        value = getattr(user_api_key_dict, name, None)
+        return value if isinstance(value, str) else None
+
+    def metadata(name: str) -> Mapping[str, Any] | None:
+        value = getattr(user_api_key_dict, name, None)
+        return value if isinstance(value, Mapping) else None
+
+    return Caller(team_id=text("team_id"), team_alias=text("team_alias"), key_alias=text("key_alias"),
+                  key_hash=text("token"), team_metadata=metadata("team_metadata"), key_metadata=metadata("metadata"))
+
+
+class BudgetHookPlugin(CustomLogger):
+    """Token-budget enforcement for the LiteLLM proxy. The proxy builds one instance per worker."""
+
+    def __init__(self, settings: PluginSettings | None = None) -> None:
+        super().__init__()
+        if settings is None:
+            raw = (getattr(litellm, "callback_settings", None) or {}).get(SETTINGS_NAME)
+            try:
+                settings = load_settings(raw)
+            except PolicyError as exc:
+                # Raising here stops the proxy's start-up; say why on one line before its traceback.
+                print(f"budget_hook: refusing to start: {exc}", file=sys.stderr, flush=True)
+                raise
+        self.settings = settings
+        self.windows = WindowCache(_router_limits)
+        self.records: RecordStore[DecisionRecord] = RecordStore()
+        self.offloader = Offloader(threads=settings.counting_threads, offload_chars=settings.offload_chars)
+        COUNT_CACHE.configure(settings.count_cache_entries)
+        if settings.log_to_stderr:
+            _install_stderr_handler()
+        elif logger.level == logging.NOTSET:
+            # Records are INFO; without this they would stop at the root logger's usual WARNING level.
+            logger.setLevel(logging.INFO)
+
+    def model_limits(self, group: str) -> ModelLimits:
+        """The routed group's limits (from the router, cached for a minute)."""
+        return self.windows.get(group)
+
+    # --- pre-call: decide, record, trim or block ---------------------------------------------------
+
+    async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: str) -> Any:
+        shape = SHAPES.for_call_type(call_type)
+        if shape is None or not isinstance(data, dict):
+            return None  # not an LLM input we budget (files, batches, images, audio...): untouched
+        group = data.get("model")
+        if not isinstance(group, str) or not group:
+            return None  # no model group: the proxy itself answers this one
+        key = shape.metadata_key
+        request: BudgetRequest | None = None
+        try:
+            request = BudgetRequest(shape=shape, body=data, model_group=group, limits=self.model_limits(group),
+                                    caller=caller_of(user_api_key_dict), client=read_client_input(data, key))
+            decision = await self.offloader.run(lambda: decide(request, self.settings), data)  # type: ignore[arg-type]
+        except Exception as exc:  # the plugin's own failure: never blame the client for it
+            fail_mode = exc.fail_mode if isinstance(exc, InternalFailure) else str(
+                self.settings.layers.base.get("fail_mode", "open"))
+            return self._internal_failure(exc, data, key, fail_mode, request)
+        if decision.action == "skipped":
+            return None
+        record = DecisionRecord.build(decision, request)
+        self.records.remember(data.get("litellm_call_id"), record)
+        _attach(data, key, record)
+        if decision.action == "blocked":
+            raise BudgetHookHTTPError(block_error(decision, shape))
+        if decision.request is data:
+            return data
+        forwarded = dict(decision.request)
+        forwarded[key] = data[key]
+        return forwarded
+
+    def _internal_failure(self, exc: Exception, data: dict, key: str, fail_mode: str,
+                          request: BudgetRequest | None) -> None:
+        cause = exc.cause if isinstance(exc, InternalFailure) else exc
+        record = DecisionRecord.failure(model_group=data.get("model"), error=f"{type(cause).__name__}: {cause}",
+                                        fail_mode=fail_mode, request=request)
+        logger.critical(json.dumps({"event": "budget_hook.internal_error", "call_id": data.get("litellm_call_id"),
+                                    **record.as_dict(),
+                                    "traceback": "".join(traceback.format_exception(cause, limit=8))}, default=str))
+        try:
+            self.records.remember(data.get("litellm_call_id"), record)
+            _attach(data, key, record)
+        except Exception:  # pragma: no cover - metadata of an unexpected shape; forwarding matters more
+            pass
+        if fail_mode == "closed":
+            raise BudgetHookHTTPError(internal_error(data.get("litellm_call_id"))) from None
+        return None  # fail open: forward untouched
+
+    # --- responses: headers and one log record per request -----------------------------------------
+
+    async def async_post_call_response_headers_hook(self, data: dict, user_api_key_dict: Any, response: Any,
+                                                    request_headers: Any = None, litellm_call_info: Any = None
+                                                    ) -> dict[str, str] | None:
+        record = self.records.find(data.get("litellm_call_id")) if isinstance(data, Mapping) else None
+        return record.headers() if record else None
+
+    async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        self._log_outcome("success", kwargs, response_obj)
+
+    async def async_log_failure_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
+        self._log_outcome("failure", kwargs, response_obj)
+
+    def _log_outcome(self, outcome: str, kwargs: dict, response_obj: Any) -> None:
+        try:
+            call_id = kwargs.get("litellm_call_id")
+            record = self.records.settle(call_id, outcome)
+            if record is None:
+                return  # not a request this plugin decided on
+            decision = record.as_dict()
+            entry: dict[str, Any] = {
+                "event": "budget_hook.decision",
+                "outcome": outcome,
+                "call_id": call_id,
+                "model_group": record.model_group, "team_id": record.team_id, "team_alias": record.team_alias,
+                "key_alias": record.key_alias,
+                "decision": {k: v for k, v in decision.items() if k not in ("team_id", "team_alias", "key_alias")},
+            }
+            if outcome == "success":
+                entry["provider_prompt_tokens"] = _provider_prompt_tokens(response_obj, kwargs)
+                entry["estimated_prompt_tokens"] = record.tokens_after
+            else:
+                exception = kwargs.get("exception")
+                entry["error"] = f"{type(exception).__name__}: {exception}"[:2000] if exception else None
+            logger.info(json.dumps(entry, default=str, ensure_ascii=False))
+        except Exception:  # a logging problem must never affect the response
+            logger.exception("budget_hook: could not write the decision record")
+
+
+def _attach(data: dict, key: str, record: DecisionRecord) -> None:
+    """The record under ``<key>.budget_hook`` and ``<key>.spend_logs_metadata.budget_hook`` (without any
+    content). A fresh metadata dict: the client's own metadata object is never mutated."""
+    metadata = dict(data.get(key) or {}) if isinstance(data.get(key), Mapping) else {}
+    spend = metadata.get("spend_logs_metadata")
+    spend = dict(spend) if isinstance(spend, Mapping) else {}
+    spend[SETTINGS_NAME] = record.as_dict(content=False)
+    metadata["spend_logs_metadata"] = spend
+    metadata[SETTINGS_NAME] = record.as_dict()
+    data[key] = metadata
+
+
+def _provider_prompt_tokens(response_obj: Any, kwargs: Mapping[str, Any]) -> int | None:
+    usage = getattr(response_obj, "usage", None)
+    value = getattr(usage, "prompt_tokens", None) if usage is not None else None
+    if isinstance(value, int):
+        return value
+    standard = kwargs.get("standard_logging_object") or {}
+    value = standard.get("prompt_tokens") if isinstance(standard, Mapping) else None
+    return value if isinstance(value, int) else None
+
+
+#: The instance the proxy loads: ``litellm_settings: callbacks: budget_hook.proxy.plugin``.
+plugin = BudgetHookPlugin()

@@ -1,0 +1,94 @@
+"""A model group's window as LiteLLM's router sees it (pure: the router is passed in, never imported).
+
+Contract: ``limits_from_router(router, group)`` returns ``ModelLimits``: the **minimum**
+``max_input_tokens`` over the group's deployments, with the router's own precedence (config
+``model_info`` over upstream discovery over the model map), following aliases and wildcards; else the
+model map for the name itself; else unknown (the policy decides). ``WindowCache`` reuses an answer for
+``LIMITS_TTL_SECONDS``: upstream discovery and admin edits change windows at run time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..budget import ModelLimits, lookup_max_input_tokens
+from ..counting import resolve_tokenizer
+
+#: how long a model group's window is reused before asking the router again
+LIMITS_TTL_SECONDS = 60.0
+#: groups cached at most (names come from clients)
+MAX_CACHED_GROUPS = 4096
+
+
+def limits_from_router(router: Any, group: str) -> ModelLimits:
+    """Minimum window over the group's deployments, per the router; then the model map; else unknown."""
+    deployments: list[Any] = []
+    if router is not None:
+        try:
+            deployments = router.get_model_list(model_name=group) or []
+        except Exception:
+            deployments = []
+    windows: list[tuple[int, str]] = []
+    backends: list[tuple[str, str | None]] = []
+    for deployment in deployments:
+        params = deployment.get("litellm_params") or {}
+        model_info = deployment.get("model_info") or {}
+        backend = str(params.get("model") or group)
+        base_model = model_info.get("base_model") or params.get("base_model")
+        backends.append((backend, base_model))
+        window = None
+        try:
+            info = router.get_router_model_info(deployment=deployment, received_model_name=group)
+            window = info.get("max_input_tokens") or None
+        except Exception:  # unmapped model: the router raises; fall back below
+            window = None
+        if not window and isinstance(model_info.get("max_input_tokens"), int):
+            window = model_info["max_input_tokens"]
+        if not window:
+            window = lookup_max_input_tokens(base_model or backend)
+        if isinstance(window, int) and window > 0:
+            windows.append((window, backend))
+    if not deployments:
+        window = lookup_max_input_tokens(group)
+        if window:
+            return ModelLimits(window, f"model map: {group}", group)
+        return ModelLimits(None, "unknown", group)
+    counting_model, base_model = _most_conservative(backends)
+    routed = tuple(sorted({str(d.get("model_name")) for d in deployments if d.get("model_name")} - {group}))
+    if len(windows) < len(deployments):
+        # One deployment with an unknown window could be the smallest: treat the group as unknown.
+        return ModelLimits(None, f"unknown for {len(deployments) - len(windows)} of {len(deployments)} deployments",
+                           counting_model, base_model, len(deployments), routed)
+    window, _ = min(windows)
+    return ModelLimits(window, f"router: min over {len(deployments)} deployment(s)", counting_model, base_model,
+                       len(deployments), routed)
+
+
+def _most_conservative(backends: list[tuple[str, str | None]]) -> tuple[str, str | None]:
+    """A group may mix families; count with the one whose estimate runs highest (exact counts lowest)."""
+    def weight(item: tuple[str, str | None]) -> float:
+        profile = resolve_tokenizer(item[0], base_model=item[1])
+        return 0.0 if profile.exact else profile.safety_factor
+    return max(backends, key=weight)
+
+
+class WindowCache:
+    """Limits per group, asked of ``lookup(group)`` at most once per ``ttl`` seconds."""
+
+    def __init__(self, lookup: Callable[[str], ModelLimits], *, ttl: float = LIMITS_TTL_SECONDS) -> None:
+        self.lookup = lookup
+        self.ttl = ttl
+        self._cache: dict[str, tuple[float, ModelLimits]] = {}
+
+    def get(self, group: str) -> ModelLimits:
+        now = time.monotonic()
+        cached = self._cache.get(group)
+        if cached and now - cached[0] < self.ttl:
+            return cached[1]
+        limits = self.lookup(group)
+        if len(self._cache) > MAX_CACHED_GROUPS:
+            self._cache.clear()
+        self._cache[group] = (now, limits)
+        return limits

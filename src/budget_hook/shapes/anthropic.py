@@ -1,0 +1,357 @@
+"""The Anthropic ``/v1/messages`` shape: counted and trimmed in its own format (pure; never mutates input).
+
+The body is seen through a chat-shaped *view*, one view message per unit that can be trimmed: each
+``tool_result`` block is its own view message (images inline), the remaining blocks of a native message
+another. The same view is counted (``count_anthropic``) and trimmed; the generic trimmer (same
+priorities, same invariants) decides on it, and every decision is written back to the native blocks it
+came from. So, in Anthropic terms:
+
+* top-level ``system`` is the view's system message; ``tools`` become function tools (``input_schema``
+  -> ``parameters``), ``tool_choice`` and ``output_format`` are mapped; ``thinking`` text, redacted
+  thinking data and any other block (server tools, search results) are counted as their text / JSON;
+  earlier turns' thinking is not counted (Anthropic strips and does not bill it);
+* a ``tool_use`` block and its ``tool_result`` leave together (one turn's assistant tool call and its
+  answer in the view); a turn starts at a user message that is not only tool results, so dropping whole
+  turns keeps the first message ``user`` and roles alternating;
+* compacting a tool result keeps the block and its ``tool_use_id`` and replaces its content with the
+  head and a marker; results with ``is_error: true`` are kept;
+* an assistant message carrying ``thinking`` / ``redacted_thinking`` (signed by Anthropic) or server-tool
+  blocks is never edited: it stays whole or leaves with its whole turn; so is a user message that sends
+  text or images along with tool results (the user's own text is never cut);
+* prompt caching: everything up to the last ``cache_control`` breakpoint in ``messages`` is protected
+  in a first pass; only when the request cannot fit otherwise is it trimmed again without that
+  protection, and the report's ``notes`` say the cached prefix was rewritten.
+
+The reported ``tokens_after`` is a fresh count of the native result, and it must be within the budget.
+A block uses Anthropic's own sentence, ``prompt is too long: N tokens > M maximum``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..budget import OUTPUT_TOKEN_FIELDS, Budget
+from ..counting import TokenCounter, canonical_json
+from ..errors import MalformedRequestError
+from ..trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text
+from .anthropic_blocks import convert_message, current_turn_start, envelope, tool_result_content
+from .base import ConversationShape, View
+
+CACHE_PREFIX_NOTE = "cache_prefix_rewritten"
+IMAGE_PLACEHOLDER = "[budget_hook: image removed by the gateway to fit the context budget]"
+
+
+# --- the view ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Ref:
+    message: int                   # native message index
+    blocks: tuple[int, ...] | None  # native block indexes; None: the whole (string-content) message
+
+
+#: blocks whose text the view can rewrite faithfully; a message with any other block (server tools,
+#: search results, containers...) is never edited, because its view text includes those blocks' JSON
+_EDITABLE_BLOCKS = frozenset({"text", "tool_use", "tool_result", "image", "document"})
+
+
+def _has_cache_control(block: Any) -> bool:
+    if not isinstance(block, Mapping):
+        return False
+    if block.get("cache_control") is not None:
+        return True
+    nested = block.get("content")  # a breakpoint may sit inside a tool_result's content
+    return isinstance(nested, list) and any(_has_cache_control(inner) for inner in nested)
+
+
+def build_view(body: Mapping[str, Any]) -> View:
+    """The chat-shaped view: one view message per unit that can be trimmed (see the module's notes)."""
+    if not isinstance(body, Mapping) or not isinstance(body.get("messages"), list):
+        raise MalformedRequestError("messages", "missing or not a list")
+    # The envelope only (system, tools, options): messages are converted one by one below, with their map.
+    converted = envelope(body)
+    view_messages: list[dict[str, Any]] = []
+    refs: list[_Ref | None] = []
+    if converted["messages"] and converted["messages"][0]["role"] == "system" and body.get("system"):
+        view_messages.append(converted["messages"][0])
+        refs.append(None)
+    native = body["messages"]
+    current_turn = current_turn_start(native)
+    last_breakpoint = -1
+    no_edit: set[int] = set()
+    for index, message in enumerate(native):
+        keep_thinking = index >= current_turn
+        where = f"messages[{index}]"
+        content = message.get("content") if isinstance(message, Mapping) else None
+        if not isinstance(content, list):
+            for part in convert_message(message, where, keep_thinking=keep_thinking, inline_tool_images=True):
+                view_messages.append(part)
+                refs.append(_Ref(index, None))
+            continue
+        if any(_has_cache_control(block) for block in content):
+            last_breakpoint = index
+        results = [i for i, block in enumerate(content) if isinstance(block, Mapping) and block.get("type") == "tool_result"]
+        result_set = set(results)
+        rest = [i for i in range(len(content)) if i not in result_set]
+        for block_index in results:
+            single = {"role": message.get("role"), "content": [content[block_index]]}
+            for part in convert_message(single, f"{where}.content[{block_index}]", keep_thinking=keep_thinking,
+                                         inline_tool_images=True):
+                view_messages.append(part)
+                refs.append(_Ref(index, (block_index,)))
+        if results and rest:
+            # Text or images sent along with tool results (e.g. a file the tool attached) belong to the
+            # same exchange, not to a new turn: they join the last result's view message, so they stay
+            # or leave with it and the turn boundary stays where Anthropic's is.
+            # Never edited: compacting would cut the user's own text, which must stay as sent.
+            extra = convert_message({"role": "user", "content": [content[i] for i in rest]}, where,
+                                     inline_tool_images=True)
+            last = view_messages[-1]
+            parts = [{"type": "text", "text": last["content"]}] if isinstance(last["content"], str) else list(last["content"])
+            for extra_message in extra:
+                extra_parts = extra_message.get("content")
+                parts.extend([{"type": "text", "text": extra_parts}] if isinstance(extra_parts, str) else extra_parts or [])
+            view_messages[-1] = {**last, "content": parts}
+            refs[-1] = _Ref(index, (results[-1], *rest))
+            no_edit.add(len(view_messages) - 1)
+        elif rest or not results:
+            remaining = {"role": message.get("role"), "content": [content[i] for i in rest]}
+            frozen = any(isinstance(content[i], Mapping) and content[i].get("type") not in _EDITABLE_BLOCKS for i in rest)
+            for part in convert_message(remaining, where, keep_thinking=keep_thinking, inline_tool_images=True):
+                if frozen:  # signed thinking, server-tool blocks...: stays whole or leaves with its turn
+                    no_edit.add(len(view_messages))
+                view_messages.append(part)
+                refs.append(_Ref(index, tuple(rest)))
+    cache_prefix = frozenset(i for i, ref in enumerate(refs) if ref is not None and ref.message <= last_breakpoint)
+    request = {**converted, "messages": view_messages}
+    return View(request, tuple(refs), no_edit=frozenset(no_edit), protected=cache_prefix)
+
+
+def anthropic_to_openai_chat(body: Mapping[str, Any]) -> dict[str, Any]:
+    """The chat-shaped request a ``/v1/messages`` body is counted and trimmed as (a new dict)."""
+    return dict(build_view(body).request)
+
+
+def count_anthropic(body: Mapping[str, Any], counter: TokenCounter) -> int:
+    return SHAPE.count(body, counter)
+
+
+def trim_anthropic(body: Mapping[str, Any], *, counter: TokenCounter, budget: Budget,
+                   policy: TrimPolicy = TrimPolicy()) -> TrimResult:
+    return SHAPE.trim(body, counter=counter, budget=budget, policy=policy)
+
+
+# --- writing decisions back -----------------------------------------------------------------------------
+
+
+def _compacted(blocks: Sequence[Any], edited: Mapping[str, Any]) -> list[Any]:
+    return [{**b, "content": message_text(edited)} if _kind(b) == "tool_result" else b for b in blocks]
+
+
+def _images_removed(blocks: Sequence[Any], edited: Mapping[str, Any]) -> list[Any]:
+    placeholder = {"type": "text", "text": _placeholder(edited)}
+    out = []
+    for block in blocks:
+        if _kind(block) == "image":
+            out.append(placeholder)
+        elif _kind(block) == "tool_result" and isinstance(block.get("content"), list):
+            out.append({**block, "content": [placeholder if _kind(b) == "image" else b for b in block["content"]]})
+        else:
+            out.append(block)
+    return out
+
+
+def _shortened(blocks: Sequence[Any], edited: Mapping[str, Any]) -> list[Any]:
+    """All text blocks become one, at the first text block's place; other blocks stay."""
+    out, merged = [], False
+    for block in blocks:
+        if _kind(block) != "text":
+            out.append(block)
+        elif not merged:
+            out.append({"type": "text", "text": message_text(edited)})
+            merged = True
+    return out
+
+
+#: per editing action: the native blocks a view message came from, and its edited version -> new blocks
+WRITERS = {"compacted": _compacted, "images_removed": _images_removed, "shortened": _shortened}
+
+
+def _kind(block: Any) -> Any:
+    return block.get("type") if isinstance(block, Mapping) else None
+
+
+def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str, Any]:
+    """Carry the view's decisions over to the native messages and blocks."""
+    actions = {action.index: action for action in result.report.actions}
+    kept = [i for i in range(len(view.refs)) if i not in actions or actions[i].action != "dropped"]
+    edited_views = dict(zip(kept, result.request["messages"]))
+    native = body["messages"]
+    removed_messages: set[int] = set()
+    replaced_messages: dict[int, Any] = {}
+    removed_blocks: dict[int, set[int]] = {}   # native message -> blocks that leave
+    written: dict[int, dict[int, list[Any]]] = {}  # native message -> first block of a ref -> new blocks
+    for view_index, action in actions.items():
+        ref = view.refs[view_index]
+        if ref is None:
+            continue  # system: never touched by the trimmer
+        if action.action == "dropped":
+            if ref.blocks is None:
+                removed_messages.add(ref.message)
+            else:
+                removed_blocks.setdefault(ref.message, set()).update(ref.blocks)
+            continue
+        edited = edited_views[view_index]
+        if ref.blocks is None:  # a string-content message: its new text is the edited view message's
+            replaced_messages[ref.message] = message_text(edited)
+            continue
+        content = native[ref.message]["content"]
+        new_blocks = WRITERS[action.action]([content[i] for i in sorted(ref.blocks)], edited)
+        removed_blocks.setdefault(ref.message, set()).update(ref.blocks)
+        written.setdefault(ref.message, {})[min(ref.blocks)] = new_blocks
+
+    new_messages = []
+    for index, message in enumerate(native):
+        if index in removed_messages:
+            continue
+        if index in replaced_messages:
+            new_messages.append({**message, "content": replaced_messages[index]})
+            continue
+        gone = removed_blocks.get(index)
+        if not gone:
+            new_messages.append(message)
+            continue
+        inserts = written.get(index, {})
+        blocks = []
+        for block_index, block in enumerate(message["content"]):
+            blocks.extend(inserts.get(block_index, ()))
+            if block_index not in gone:
+                blocks.append(block)
+        if blocks:
+            new_messages.append({**message, "content": blocks})
+    return {**body, "messages": new_messages}
+
+
+def _placeholder(edited: Mapping[str, Any]) -> str:
+    content = edited.get("content")
+    if isinstance(content, list):
+        for part in content:
+            if isinstance(part, Mapping) and "image removed" in str(part.get("text", "")):
+                return str(part["text"])
+    return IMAGE_PLACEHOLDER
+
+
+def _native_action(action: MessageAction, view: View, body: Mapping[str, Any]) -> MessageAction:
+    ref = view.refs[action.index]
+    if ref is None:  # pragma: no cover - the system message is never touched
+        return action
+    message = body["messages"][ref.message]
+    block = ref.blocks[0] if ref.blocks is not None and len(ref.blocks) == 1 else None
+    hashed = message["content"][block] if block is not None else message
+    return replace(action, index=ref.message, block=block, role=message.get("role", action.role),
+                   content_hash=content_hash(hashed if isinstance(hashed, Mapping) else {"content": hashed}))
+
+
+def anthropic_pairing_problems(messages: Any) -> list[str]:
+    """Structure problems the Anthropic API rejects: a ``tool_result`` that answers no ``tool_use`` of the
+    assistant message just before it, a ``tool_use`` left unanswered by the next user message, or a
+    conversation that does not start with a user message."""
+    problems: list[str] = []
+    if not isinstance(messages, list):
+        return ["messages is not a list"]
+    conversation = [m for m in messages if not (isinstance(m, Mapping) and m.get("role") == "system")]
+    if conversation and (not isinstance(conversation[0], Mapping) or conversation[0].get("role") != "user"):
+        problems.append("the first message is not a user message")
+    pending: set[str] = set()
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            continue
+        content = message.get("content")
+        blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+        if message.get("role") == "user":
+            answered = {str(b.get("tool_use_id")) for b in blocks if b.get("type") == "tool_result"}
+            for missing in sorted(answered - pending):
+                problems.append(f"messages[{index}]: tool_result for {missing} answers no tool_use just before it")
+            for unanswered in sorted(pending - answered):
+                problems.append(f"messages[{index}]: tool_use {unanswered} has no tool_result")
+            pending = set()
+        else:
+            if pending:
+                problems.append(f"messages[{index}]: tool_use {', '.join(sorted(pending))} has no tool_result")
+            pending = {str(b.get("id")) for b in blocks if b.get("type") == "tool_use"}
+    return problems
+
+
+def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
+    """The original text of a touched message, or of its one block."""
+    messages = body.get("messages")
+    if not isinstance(messages, list) or action.index >= len(messages) or not isinstance(messages[action.index], Mapping):
+        return ""
+    content = messages[action.index].get("content")
+    if isinstance(content, list) and action.block is not None and action.block < len(content):
+        content = [content[action.block]]
+    if isinstance(content, str):
+        return content
+    texts = []
+    for block in content if isinstance(content, list) else []:
+        if _kind(block) == "tool_result":
+            inner = block.get("content")
+            texts.append(inner if isinstance(inner, str) else tool_result_content(inner, "content")[0])
+        elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        else:
+            texts.append(canonical_json(block))
+    return "\n".join(texts)
+
+
+#: content block types only Anthropic's format has (a chat body never carries them)
+_ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_thinking", "document",
+                               "server_tool_use", "web_search_tool_result", "search_result"})
+
+
+def _detect(body: Mapping[str, Any]) -> bool:
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return False
+    if "system" in body or "anthropic_version" in body:
+        return True
+    for message in messages:
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for block in content if isinstance(content, list) else []:
+            if _kind(block) in _ANTHROPIC_BLOCKS or (_kind(block) == "image" and isinstance(block, Mapping)
+                                                     and "source" in block):
+                return True
+    return False
+
+
+def _overflow_wording(facts: Mapping[str, Any], tokens_before: int | None) -> str:
+    # Anthropic's own sentence, which Claude Code and the Anthropic SDKs' users react to.
+    return f"prompt is too long: {facts.get('tokens_after_trimming', tokens_before)} tokens > {facts.get('budget')} maximum."
+
+
+def _problems(body: Mapping[str, Any]) -> list[str]:
+    messages = body.get("messages")
+    return anthropic_pairing_problems(messages) if isinstance(messages, list) else []
+
+
+SHAPE = ConversationShape(
+    name="anthropic",
+    call_types=frozenset({"anthropic_messages"}),
+    routes=("/v1/messages",),
+    metadata_key="litellm_metadata",
+    output_token_fields=OUTPUT_TOKEN_FIELDS,
+    content_fields=("messages", "system", "tools", "tool_choice", "output_format", "output_config"),
+    param="messages",
+    output_param="max_tokens",
+    detect=_detect,
+    overflow_wording=_overflow_wording,
+    view=build_view,
+    apply=_apply,
+    writers=WRITERS,
+    native_action=_native_action,
+    problems=_problems,
+    touched_content=_touched_content,
+    protected_note=CACHE_PREFIX_NOTE,
+)

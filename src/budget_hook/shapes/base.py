@@ -1,0 +1,148 @@
+"""What a request shape declares, and the one way every conversation shape is counted and trimmed.
+
+A shape is one request format the gateway budgets (chat, Anthropic messages, Responses, completions,
+embeddings). Its module declares, in one ``ConversationShape`` or ``InputsShape`` value, everything
+about it: the LiteLLM call types and routes it serves, the metadata key LiteLLM reads hook metadata
+from, its output-token fields, where its content lives, how to recognise a body of it, and its native
+error wording. A conversation shape also declares how to see its body as a chat-shaped ``View`` (one
+view message per unit that can be trimmed) and how to write each trimming action back into its own
+format. It is counted from the same view it is trimmed on, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from ..budget import Budget
+from ..counting import TokenCounter
+from ..errors import CannotFitError
+from ..trimming import EDITING_ACTIONS, MessageAction, TrimPolicy, TrimResult, check_native_fit, trim_request
+
+
+@dataclass(frozen=True)
+class View:
+    """A request seen as a chat request: what is counted and trimmed."""
+
+    #: chat-shaped request (``messages``, ``tools``...); for the chat shape, the body itself
+    request: Mapping[str, Any]
+    #: per view message, where it came from in the native body (the shape's own reference type)
+    refs: tuple[Any, ...] = ()
+    #: view messages that may leave with their turn but are never rewritten (signed thinking...)
+    no_edit: frozenset[int] = frozenset()
+    #: view messages protected in a first pass (a prompt-cache prefix), given up only if nothing else fits
+    protected: frozenset[int] = frozenset()
+
+
+#: what a block looks like to the client, in the shape's own words: (facts, tokens_before) -> sentence
+Wording = Callable[[Mapping[str, Any], "int | None"], str]
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Everything common to every request shape."""
+
+    name: str
+    #: LiteLLM call types (``async_pre_call_hook``'s ``call_type``) this shape serves
+    call_types: frozenset[str]
+    #: the proxy routes that carry it (documentation, the CLI's help and the tests)
+    routes: tuple[str, ...]
+    #: where LiteLLM reads hook metadata from for these call types
+    metadata_key: Literal["metadata", "litellm_metadata"]
+    #: request fields that carry an output allowance (reserved inside the window)
+    output_token_fields: tuple[str, ...]
+    #: request fields that carry what the model reads (sizes the request for the thread pool)
+    content_fields: tuple[str, ...]
+    #: the field a "cannot fit" block names, and the one an output-reserve block names
+    param: str
+    output_param: str | None
+    #: does a body look like this shape (the CLI's auto-detection; checked in registry order)
+    detect: Callable[[Mapping[str, Any]], bool]
+    #: the provider's own overflow sentence, put first in a block's message; None: OpenAI's wording only
+    overflow_wording: Wording | None = None
+
+    @property
+    def kind(self) -> Literal["conversation", "inputs"]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class ConversationShape(Shape):
+    """A shape with a conversation: counted and trimmed on its chat-shaped view."""
+
+    view: Callable[[Mapping[str, Any]], View] = field(default=lambda body: View(body))
+    #: writes the trimmer's decisions back into the native body; None when the view is the body (chat)
+    apply: Callable[[Mapping[str, Any], View, TrimResult], dict[str, Any]] | None = None
+    #: per editing action kind, how the shape writes an edited view message back (checked complete)
+    writers: Mapping[str, Callable[..., Any]] = field(default_factory=dict)
+    #: an action on the view, re-expressed on the native body (its index, block, role and hash)
+    native_action: Callable[[MessageAction, View, Mapping[str, Any]], MessageAction] | None = None
+    #: structure problems the provider would reject, found in a body as sent
+    problems: Callable[[Mapping[str, Any]], list[str]] = field(default=lambda body: [])
+    #: the original text of a touched message or block (records, with ``log_dropped_content`` only)
+    touched_content: Callable[[Mapping[str, Any], MessageAction], str] = field(default=lambda body, action: "")
+    #: facts about the body the report must carry (history the gateway cannot see...)
+    notes: Callable[[Mapping[str, Any]], tuple[str, ...]] = field(default=lambda body: ())
+    #: the report's note when ``View.protected`` had to be given up to fit
+    protected_note: str = ""
+    #: what the client can do when even the trimmed request does not fit
+    remedy: str = "Shorten the latest message, lower max_tokens, or use a model with a larger context window."
+
+    @property
+    def kind(self) -> Literal["conversation", "inputs"]:
+        return "conversation"
+
+    def missing_writers(self) -> list[str]:
+        """Editing actions this shape cannot write back (must be empty; the registry checks it)."""
+        if self.apply is None:
+            return []
+        return [action for action in EDITING_ACTIONS if action not in self.writers]
+
+    def count(self, body: Mapping[str, Any], counter: TokenCounter) -> int:
+        return counter.count_request(self.view(body).request).total
+
+    def trim(self, body: Mapping[str, Any], *, counter: TokenCounter, budget: Budget,
+             policy: TrimPolicy = TrimPolicy()) -> TrimResult:
+        """Trim on the view and write the decisions back. Returns the body itself when it fits; the
+        reported ``tokens_after`` is a fresh count of the result, which must fit the budget."""
+        view = self.view(body)
+        notes = self.notes(body)
+        try:
+            result = trim_request(view.request, counter=counter, budget=budget, policy=policy,
+                                  protected=view.protected, no_edit=view.no_edit)
+        except CannotFitError:
+            if not view.protected:
+                raise
+            result = trim_request(view.request, counter=counter, budget=budget, policy=policy, no_edit=view.no_edit)
+            notes += (self.protected_note,)
+        report = replace(result.report, notes=result.report.notes + notes) if notes else result.report
+        if not report.changed:
+            return TrimResult(body, report)
+        if self.apply is None:
+            return TrimResult(result.request, report)
+        new_body = self.apply(body, view, result)
+        tokens_after = self.count(new_body, counter)
+        check_native_fit(counter, budget, report.tokens_before, tokens_after, remedy=self.remedy)
+        native_action = self.native_action
+        actions = tuple(native_action(a, view, body) for a in report.actions) if native_action else report.actions
+        return TrimResult(new_body, replace(report, tokens_after=tokens_after, actions=actions))
+
+
+@dataclass(frozen=True)
+class InputsShape(Shape):
+    """A shape of independent inputs (a prompt or a batch of them; embedding inputs), each budgeted alone."""
+
+    #: the field holding the inputs
+    field: str = "input"
+    #: does the model produce output inside the same window (completions) or not (embeddings)
+    reserves_output: bool = True
+
+    @property
+    def kind(self) -> Literal["conversation", "inputs"]:
+        return "inputs"
+
+    def count(self, body: Mapping[str, Any], counter: TokenCounter) -> int:
+        from .inputs import count_inputs
+
+        return sum(count_inputs(body.get(self.field), field=self.field, counter=counter))

@@ -1,0 +1,51 @@
+"""The OpenAI chat shape (``/chat/completions``): the view is the body itself.
+
+Everything else is trimmed by being seen as a chat request; this shape needs no conversion and no
+write-back: the trimmer's result is the request to forward.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..budget import OUTPUT_TOKEN_FIELDS
+from ..counting import canonical_json
+from ..trimming import MessageAction, message_text
+from ..trimming.structure import pairing_problems
+from .base import ConversationShape, View
+
+_CHAT_ONLY_ROLES = frozenset({"system", "developer", "tool", "function"})
+
+
+def _detect(body: Mapping[str, Any]) -> bool:
+    return isinstance(body.get("messages"), list)
+
+
+def _problems(body: Mapping[str, Any]) -> list[str]:
+    messages = body.get("messages")
+    return pairing_problems(messages) if isinstance(messages, list) else []
+
+
+def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
+    messages = body.get("messages")
+    if not isinstance(messages, list) or action.index >= len(messages) or not isinstance(messages[action.index], Mapping):
+        return ""
+    message = messages[action.index]
+    return message_text(message) or (canonical_json(message.get("content")) if message.get("content") else "")
+
+
+SHAPE = ConversationShape(
+    name="chat",
+    call_types=frozenset({"acompletion", "completion"}),
+    routes=("/chat/completions", "/v1/chat/completions"),
+    metadata_key="metadata",
+    output_token_fields=OUTPUT_TOKEN_FIELDS,
+    content_fields=("messages", "tools", "functions", "response_format", "tool_choice"),
+    param="messages",
+    output_param="max_tokens",
+    detect=_detect,
+    view=View,
+    problems=_problems,
+    touched_content=_touched_content,
+)

@@ -1,0 +1,142 @@
+"""What a trim did: one ``MessageAction`` per touched message, the ``TrimReport``, and the markers left
+in rewritten content. Content is referenced by a short hash, never stored.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass, field
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from ..budget import Budget
+from ..counting.cache import CountCache
+from ..counting.canonical import canonical_json
+
+#: every kind of action a trimming step can take; ``steps.STEPS`` declares one step per kind
+ActionKind = Literal["images_removed", "compacted", "dropped", "shortened"]
+
+COMPACTED_MARKER = "[budget_hook: tool result compacted"
+IMAGE_REMOVED_MARKER = "[budget_hook: image removed"
+SHORTENED_MARKER = "[budget_hook: message shortened"
+_ERROR_RESULT = re.compile(r"^\s*(error|exception|traceback|failed|failure)\b", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class MessageAction:
+    """One message the trimmer touched. Indexes refer to the original request."""
+
+    action: ActionKind
+    index: int
+    role: str
+    turn: int
+    tokens_before: int
+    tokens_after: int
+    chars_before: int
+    chars_after: int
+    content_hash: str
+    tool_call_id: str | None = None
+    #: native shapes: the content block (Anthropic) within message ``index`` this action is about
+    block: int | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        data = {k: getattr(self, k) for k in self.__dataclass_fields__}
+        for optional in ("tool_call_id", "block"):
+            if data[optional] is None:
+                del data[optional]
+        return data
+
+
+@dataclass(frozen=True)
+class TrimReport:
+    model: str
+    method: str
+    changed: bool
+    tokens_before: int
+    tokens_after: int
+    budget: Budget
+    target: int
+    actions: tuple[MessageAction, ...] = ()
+    dropped_turns: tuple[int, ...] = ()
+    protected_tokens: Mapping[str, int] = field(default_factory=dict)
+    #: native shapes: facts about the request's own structure (a prompt-cache prefix that had to be
+    #: rewritten, history held by the server that the gateway cannot see...)
+    notes: tuple[str, ...] = ()
+
+    @property
+    def dropped(self) -> tuple[MessageAction, ...]:
+        return tuple(a for a in self.actions if a.action == "dropped")
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "method": self.method,
+            "changed": self.changed,
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+            "budget": self.budget.as_dict(),
+            "target": self.target,
+            "dropped_turns": list(self.dropped_turns),
+            "actions": [a.as_dict() for a in self.actions],
+            "protected_tokens": dict(self.protected_tokens),
+            **({"notes": list(self.notes)} if self.notes else {}),
+        }
+
+
+@dataclass(frozen=True)
+class TrimResult:
+    request: Mapping[str, Any]
+    report: TrimReport
+
+
+#: content hashes of messages seen recently: a resent history that is trimmed again drops the same
+#: messages, and their SHA-256 over canonical JSON would otherwise be recomputed on every request
+_HASHES = CountCache(max_entries=16_384)
+
+
+def content_hash(message: Mapping[str, Any]) -> str:
+    """Stable short hash of a message (role, content, calls), for logs that must not store content."""
+    key = None
+    if len(message) == 2 and isinstance(message.get("content"), str) and isinstance(message.get("role"), str):
+        key = hash((message["role"], message["content"]))  # the common case, without sorting
+    elif all(isinstance(value, str) for value in message.values()):
+        key = hash(tuple(sorted(message.items())))  # plain-text messages: a cheap key for the memo
+    if key is not None:
+        cached = _HASHES.get(key)
+        if cached is not None:
+            return cached
+    digest = hashlib.sha256(canonical_json(message).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    if key is not None:
+        _HASHES.put(key, digest)
+    return digest
+
+
+def message_text(message: Mapping[str, Any]) -> str:
+    """The text a message carries (string content or the text of its text parts)."""
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return ""
+
+
+def content_chars(message: Mapping[str, Any]) -> int:
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content)
+    if content is None:
+        return 0
+    return len(canonical_json(content))
+
+
+def is_error_result(message: Mapping[str, Any]) -> bool:
+    """A tool result that reports a failure: the model needs it to correct itself, so it is kept."""
+    if message.get("is_error") is True:
+        return True
+    return bool(_ERROR_RESULT.match(message_text(message)[:200]))
+
+
+def is_compacted(message: Mapping[str, Any]) -> bool:
+    return COMPACTED_MARKER in message_text(message)
