@@ -23,10 +23,10 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from budget_hook.budget import compute_budget  # noqa: E402
-from budget_hook.counting import TokenCounter  # noqa: E402
-from budget_hook.errors import CannotFitError  # noqa: E402
-from budget_hook.trimming import message_text, trim_request  # noqa: E402
+from budget_hook.budget import compute_budget
+from budget_hook.counting import TokenCounter
+from budget_hook.errors import CannotFitError
+from budget_hook.trimming import message_text, trim_request
 
 CONVERSATION = ROOT / "tests" / "data" / "conversations" / "miniswe_gemini3_01.json"
 

@@ -26,11 +26,11 @@ os.environ.setdefault("LITELLM_LOG", "ERROR")
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from budget_hook.counting.cache import COUNT_CACHE  # noqa: E402
-from budget_hook.counting import TokenCounter  # noqa: E402
-from budget_hook.budget import ModelLimits  # noqa: E402
-from budget_hook.pipeline import decide_conversation as decide_chat  # noqa: E402
-from budget_hook.policy.settings import load_settings  # noqa: E402
+from budget_hook.budget import ModelLimits
+from budget_hook.counting import TokenCounter
+from budget_hook.counting.cache import COUNT_CACHE
+from budget_hook.pipeline import decide_conversation as decide_chat
+from budget_hook.policy.settings import load_settings
 
 DATA = ROOT / "tests" / "data" / "conversations"
 GPT = TokenCounter.for_model("gpt-4o")

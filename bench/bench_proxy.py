@@ -34,7 +34,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.e2e.harness import decision_records, rss_kib, start_fake_provider, start_proxy  # noqa: E402
+from tests.e2e.harness import decision_records, rss_kib, start_fake_provider, start_proxy
 
 WINDOW = 16_000
 
@@ -58,7 +58,7 @@ def start(folder: Path, cfg: dict):
     return start_proxy(path, log_dir=folder)
 
 
-WORDS = "the quick brown fox jumps over the lazy dog while the build log scrolls past".split()
+WORDS = ["the", "quick", "brown", "fox", "jumps", "over", "the", "lazy", "dog", "while", "the", "build", "log", "scrolls", "past"]
 
 
 def text(rng: random.Random, words: int) -> str:

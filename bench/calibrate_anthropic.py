@@ -21,8 +21,8 @@ from pathlib import Path
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from budget_hook.shapes.anthropic import anthropic_to_openai_chat  # noqa: E402
-from budget_hook.counting import TokenCounter  # noqa: E402
+from budget_hook.counting import TokenCounter
+from budget_hook.shapes.anthropic import anthropic_to_openai_chat
 
 DEFAULT = Path(__file__).resolve().parents[1] / "tests" / "data" / "peer_cases" / "pydantic_ai_cassette_api_usage.json"
 

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Set up (idempotent) and run every test. Needs Python 3.10+ and access to PyPI; nothing else.
-#   bash scripts/test.sh            # all tests
+# Set up (idempotent), lint, type-check and run every test. Needs Python 3.10+ and access to PyPI; nothing else.
+#   bash scripts/test.sh            # lint (ruff), types (mypy), then all tests
 #   bash scripts/test.sh -k trim    # extra arguments go to pytest
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+echo "== ruff check (lint: src, tests, bench)"
+.venv/bin/ruff check src tests bench
+echo "== mypy (types: src/budget_hook)"
+.venv/bin/mypy
 # Offline and quiet: no remote model-cost map, no Hugging Face downloads (see README, "Offline").
 export LITELLM_LOCAL_MODEL_COST_MAP=True LITELLM_LOG=ERROR HF_HUB_OFFLINE=1
 exec .venv/bin/python -m pytest "$@"

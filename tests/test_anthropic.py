@@ -6,13 +6,14 @@ import copy
 import sys
 from pathlib import Path
 
-from budget_hook.shapes.anthropic import anthropic_to_openai_chat
 from budget_hook.counting import TokenCounter
+from budget_hook.shapes.anthropic import anthropic_to_openai_chat
 from budget_hook.trimming.structure import pairing_problems
+
 from .conftest import DATA, load_json
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-import calibrate_anthropic  # noqa: E402
+import calibrate_anthropic
 
 
 def test_accuracy_target_on_recorded_anthropic_requests():

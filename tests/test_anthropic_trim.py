@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 import copy
-import os
 import json
+import os
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from budget_hook.shapes.anthropic import (CACHE_PREFIX_NOTE, anthropic_pairing_problems, count_anthropic,
-                                        trim_anthropic)
 from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError
+from budget_hook.shapes.anthropic import CACHE_PREFIX_NOTE, anthropic_pairing_problems, count_anthropic, trim_anthropic
 from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy
 
 from .conftest import load_json

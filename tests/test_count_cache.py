@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from budget_hook.counting.cache import COUNT_CACHE, CountCache
 from budget_hook.counting import TokenCounter
+from budget_hook.counting.cache import COUNT_CACHE, CountCache
 
 COUNTERS = [TokenCounter.for_model(m) for m in ("gpt-4o", "gpt-4", "anthropic/claude-sonnet-4-5", "no-such-model")]
 texts = st.lists(st.sampled_from(["a", "b", " ", "\x1f", "\x00", "1", "é", "<|endoftext|>"]), max_size=30).map("".join)

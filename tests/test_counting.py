@@ -9,10 +9,11 @@ import zlib
 import pytest
 
 from budget_hook.counting import TokenCounter
-from budget_hook.counting.media import audio_tokens, file_tokens
-from budget_hook.errors import MalformedRequestError
 from budget_hook.counting.images import anthropic_image_tokens, image_dimensions, openai_tile_tokens
+from budget_hook.counting.media import audio_tokens, file_tokens
 from budget_hook.counting.profiles import resolve_tokenizer
+from budget_hook.errors import MalformedRequestError
+
 from .conftest import load_json
 
 COOKBOOK = load_json("peer_cases/openai_cookbook_counts.json")["cases"]

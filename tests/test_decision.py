@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from budget_hook.counting import TokenCounter
 from budget_hook.budget import ModelLimits
-from budget_hook.pipeline import DecisionRecord, decide_conversation as decide_chat
+from budget_hook.counting import TokenCounter
+from budget_hook.pipeline import DecisionRecord
+from budget_hook.pipeline import decide_conversation as decide_chat
 from budget_hook.policy.settings import load_settings
 
 COUNTER = TokenCounter.for_model("gpt-4o")

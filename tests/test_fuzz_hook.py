@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from litellm.proxy._types import UserAPIKeyAuth
 
 from budget_hook.budget import ModelLimits
-from budget_hook.proxy import BudgetHookHTTPError, BudgetHookPlugin
 from budget_hook.policy.settings import load_settings
+from budget_hook.proxy import BudgetHookHTTPError, BudgetHookPlugin
 
 CALL_TYPES = ("acompletion", "anthropic_messages", "aresponses", "atext_completion", "aembedding")
 

@@ -17,9 +17,9 @@ from litellm.proxy._types import UserAPIKeyAuth
 import budget_hook.pipeline.decider as pipeline_decide
 import budget_hook.proxy.hook as proxy_module
 from budget_hook.budget import ModelLimits
+from budget_hook.policy.settings import load_settings
 from budget_hook.proxy.hook import BudgetHookHTTPError, BudgetHookPlugin
 from budget_hook.proxy.offload import approximate_size
-from budget_hook.policy.settings import load_settings
 from budget_hook.trimming.structure import pairing_problems
 
 from .conftest import DATA, conversation_request

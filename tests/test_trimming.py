@@ -12,8 +12,9 @@ from hypothesis import strategies as st
 from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError
-from budget_hook.trimming.structure import latest_turn_start, pairing_problems, split_turns
 from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, trim_request
+from budget_hook.trimming.structure import latest_turn_start, pairing_problems, split_turns
+
 from .conftest import CONVERSATIONS, conversation_request
 
 COUNTER = TokenCounter.for_model("gpt-4o")

@@ -18,9 +18,10 @@ import argparse
 import json
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
-from .budget import BudgetPolicy, compute_budget, lookup_max_input_tokens, requested_output_tokens
+from .budget import Budget, BudgetPolicy, compute_budget, lookup_max_input_tokens, requested_output_tokens
 from .counting import TokenCounter
 from .errors import BudgetHookError, ContextBudgetError, MalformedRequestError, PolicyError
 from .policy import load_settings
@@ -41,10 +42,14 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _source_name(path: str) -> str:
+    return "stdin" if path == "-" else path
+
+
 def _read_body(path: str) -> Any:
-    name = "stdin" if path == "-" else path
+    name = _source_name(path)
     try:
-        text = sys.stdin.read() if path == "-" else open(path, encoding="utf-8").read()
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise MalformedRequestError(name, f"cannot read: {exc.strerror or exc}") from exc
     except UnicodeDecodeError as exc:
@@ -63,7 +68,7 @@ def _shape(args: argparse.Namespace, body: Mapping[str, Any]) -> Shape:
         return SHAPES.get(args.format)
     shape = SHAPES.detect(body)
     if shape is None:
-        raise UsageError(f"cannot tell the request format of {args.file}; pass --format "
+        raise UsageError(f"cannot tell the request format of {_source_name(args.file)}; pass --format "
                          f"({'|'.join(SHAPES.names())})")
     return shape
 
@@ -97,31 +102,44 @@ def _trim(args: argparse.Namespace) -> int:
     body = _read_body(args.file)
     shape = _shape(args, body)
     counter = TokenCounter.for_model(args.model, base_model=args.base_model)
-    window = args.max_input_tokens or lookup_max_input_tokens(args.base_model or args.model)
+    for flag, value in (("--max-input-tokens", args.max_input_tokens), ("--max-tokens", args.max_tokens)):
+        if value is not None and value < (1 if flag == "--max-input-tokens" else 0):
+            raise UsageError(f"{flag} must be {'positive' if flag == '--max-input-tokens' else 'non-negative'} "
+                             f"(a number of tokens), got {value}")
+    window = args.max_input_tokens
+    if window is None:
+        window = lookup_max_input_tokens(args.base_model or args.model)
     if window is None:
         raise UsageError(f"--model: no context window known for {args.model!r}; pass --max-input-tokens")
     if isinstance(shape, InputsShape):
         return _check_inputs(shape, body, counter, window, args)
     assert isinstance(shape, ConversationShape)
-    reserve = args.max_tokens if args.max_tokens is not None else requested_output_tokens(body, shape.output_token_fields)
-    budget = compute_budget(window, requested_output_tokens=reserve, policy=BudgetPolicy())
+    budget = _budget(args, body, shape, window)
     policy = TrimPolicy(pin_first_user_message=args.pin_first_user_message)
     result = shape.trim(body, counter=counter, budget=budget, policy=policy)
     _print({"format": shape.name, "request": result.request, "report": result.report.as_dict()})
     return 0
 
 
+def _budget(args: argparse.Namespace, body: Mapping[str, Any], shape: Shape, window: int) -> Budget:
+    reserve = args.max_tokens
+    if reserve is None:
+        reserve = requested_output_tokens(body, shape.output_token_fields)
+    return compute_budget(window, requested_output_tokens=reserve, policy=BudgetPolicy())
+
+
 def _check_inputs(shape: InputsShape, body: Mapping[str, Any], counter: TokenCounter, window: int,
                   args: argparse.Namespace) -> int:
     if shape.reserves_output:
-        reserve = args.max_tokens if args.max_tokens is not None else requested_output_tokens(body, shape.output_token_fields)
-        budget = compute_budget(window, requested_output_tokens=reserve, policy=BudgetPolicy())
+        budget = _budget(args, body, shape, window)
         limit, terms = budget.budget, budget.as_dict()
     else:
-        limit, terms = window, {"window": window, "output_reserve": 0, "safety_margin": 0, "cap": None, "budget": window}
+        limit = window
+        terms = {"window": window, "output_reserve": 0, "safety_margin": 0, "cap": None, "budget": window}
     result = check_inputs(body.get(shape.field), field=shape.field, counter=counter, limit=limit)
+    over = [{"index": o.index, "tokens": o.tokens, "over_by": o.over_by} for o in result.over]
     report = {"format": shape.name, "field": shape.field, "limit": limit, "tokens": list(result.tokens),
-              "budget": terms, "over": [{"index": o.index, "tokens": o.tokens, "over_by": o.over_by} for o in result.over]}
+              "budget": terms, "over": over}
     if result.over:
         raise ContextBudgetError(f"{args.model}: {result.describe_over()}. Nothing was truncated.", report)
     _print({"format": shape.name, "request": body, "report": report})
@@ -164,12 +182,15 @@ def _parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("--format", choices=SHAPES.names(),
                          help="the request shape (default: detected from the body)")
-        sub.add_argument("--model", required=True, help="model name as the gateway routes it (gpt-4o, anthropic/claude-...)")
+        sub.add_argument("--model", required=True,
+                         help="model name as the gateway routes it (gpt-4o, anthropic/claude-...)")
         sub.add_argument("--base-model", help="the underlying model of a deployment name (azure/my-deployment)")
         sub.add_argument("file", nargs="?", default="-", help="request body JSON file, or - for stdin (default)")
         if name == "trim":
-            sub.add_argument("--max-input-tokens", type=int, help="the model's input window (default: litellm's model map)")
-            sub.add_argument("--max-tokens", type=int, help="output reserve (default: the request's max_tokens, else policy)")
+            sub.add_argument("--max-input-tokens", type=int,
+                             help="the model's input window (default: litellm's model map)")
+            sub.add_argument("--max-tokens", type=int,
+                             help="output reserve (default: the request's max_tokens, else policy)")
             sub.add_argument("--pin-first-user-message", action="store_true", help="never drop the first user message")
     check = commands.add_parser("check-config", help="validate the budget_hook settings of a LiteLLM config file")
     check.add_argument("file", help="litellm_config.yaml")

@@ -8,8 +8,8 @@ import json
 import httpx
 import pytest
 
-from budget_hook.shapes.anthropic import anthropic_pairing_problems, count_anthropic
 from budget_hook.counting import TokenCounter
+from budget_hook.shapes.anthropic import anthropic_pairing_problems, count_anthropic
 from budget_hook.shapes.responses import count_responses, responses_pairing_problems
 
 from ..conftest import load_json

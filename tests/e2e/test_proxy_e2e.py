@@ -14,10 +14,10 @@ import openai
 import pytest
 
 from budget_hook.counting import TokenCounter
-from budget_hook.trimming.structure import pairing_problems
 from budget_hook.trimming import content_hash
+from budget_hook.trimming.structure import pairing_problems
 
-from ..conftest import conversation_request, DATA
+from ..conftest import DATA, conversation_request
 from .conftest import proxy_config, write_config
 from .harness import start_proxy, upstream_payloads, wait_for_lines, wait_for_record
 

@@ -12,9 +12,9 @@ window, and OpenAI reserves the completion inside the context window too.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
 from collections.abc import Mapping
-from typing import Any, Optional
+from dataclasses import asdict, dataclass
+from typing import Any
 
 from ..errors import OutputReserveTooLargeError, PolicyError
 from ..knobs import check_bounds, knob
@@ -29,7 +29,7 @@ class BudgetPolicy:
     output_reserve_min: int = knob(500, ge=0, doc="lower bound of that reserve")
     output_reserve_max: int = knob(4096, ge=0, doc="upper bound of that reserve")
     safety_margin_ratio: float = knob(0.05, ge=0, lt=1, doc="share of the window kept free for counting error")
-    max_input_tokens: Optional[int] = knob(None, gt=0, doc="a hard cap on input tokens below the model window "
+    max_input_tokens: int | None = knob(None, gt=0, doc="a hard cap on input tokens below the model window "
                                            "(team or key policy)")
 
     def __post_init__(self) -> None:
@@ -52,7 +52,7 @@ class Budget:
     cap: int | None
     budget: int
 
-    def check(self, tokens: int) -> "BudgetCheck":
+    def check(self, tokens: int) -> BudgetCheck:
         return BudgetCheck(budget=self, counted_tokens=tokens, over_by=max(0, tokens - self.budget))
 
     def as_dict(self) -> dict[str, Any]:
@@ -94,7 +94,8 @@ def requested_output_tokens(request: Mapping[str, Any], fields: tuple[str, ...] 
     return max(values) if values else None
 
 
-def compute_budget(window: int, *, requested_output_tokens: int | None = None, policy: BudgetPolicy = BudgetPolicy()) -> Budget:
+def compute_budget(window: int, *, requested_output_tokens: int | None = None,
+                   policy: BudgetPolicy = BudgetPolicy()) -> Budget:
     if window <= 0:
         raise PolicyError(f"model window must be positive, got {window}")
     if requested_output_tokens is not None:

@@ -42,7 +42,8 @@ def _model_map() -> dict[str, Any]:
     for location in (spec.submodule_search_locations or []) if spec else []:
         path = Path(location) / "model_prices_and_context_window_backup.json"
         if path.is_file():
-            return json.loads(path.read_text(encoding="utf-8"))
+            table: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+            return table
     return {}
 
 

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any, Hashable
+from collections.abc import Hashable
+from typing import Any
 
 DEFAULT_MAX_ENTRIES = 65_536
 
@@ -37,7 +38,7 @@ class CountCache:
         if value is None:
             self.misses += 1
             return None
-        try:
+        try:  # noqa: SIM105 - the hot path: contextlib.suppress costs more than the lookup
             self._entries.move_to_end(key)
         except KeyError:
             pass

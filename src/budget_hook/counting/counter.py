@@ -24,8 +24,8 @@ from __future__ import annotations
 import functools
 import math
 import re
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MalformedRequestError
@@ -86,7 +86,7 @@ class TokenCounter:
         self._profile_id = _profile_id(profile)
 
     @classmethod
-    def for_model(cls, model: str, *, base_model: str | None = None) -> "TokenCounter":
+    def for_model(cls, model: str, *, base_model: str | None = None) -> TokenCounter:
         """The counter for a model (shared: counters are immutable, one per model name is kept)."""
         return _counter_for(model, base_model) if cls is TokenCounter else cls(
             resolve_tokenizer(model, base_model=base_model), model=model)
@@ -114,8 +114,7 @@ class TokenCounter:
         """Count a whole chat request body (``messages``, ``tools``/``functions``, ``tool_choice``...)."""
         if not isinstance(request, Mapping):
             raise MalformedRequestError("request", f"expected a JSON object, got {type(request).__name__}")
-        messages = request.get("messages")
-        validate_messages(messages)
+        messages = validate_messages(request.get("messages"))
         functions = tool_functions(request)
         per_message = self.count_messages(messages, has_tools=bool(functions))
         tools_tokens = self._count_functions(functions)
@@ -154,7 +153,7 @@ class TokenCounter:
         if key is not None:
             cached = COUNT_CACHE.get(key)
             if cached is not None:
-                return cached
+                return int(cached)
         tokens = self._count_message(message, index=index, pad_system=pad_system)
         if key is not None:
             COUNT_CACHE.put(key, tokens)
@@ -235,7 +234,10 @@ class TokenCounter:
                     raise MalformedRequestError(f"{where}.tool_calls[{call_index}]", "expected an object")
                 function = call.get("function")
                 framing += profile.tokens_per_tool_call
-                text += self._count_call(function) if isinstance(function, Mapping) else self.count_text(canonical_json(call))
+                if isinstance(function, Mapping):
+                    text += self._count_call(function)
+                else:
+                    text += self.count_text(canonical_json(call))
         if role == "function":
             framing -= 2  # legacy function results carry less framing (measured against the API)
         refusal = message.get("refusal")
@@ -275,6 +277,7 @@ class TokenCounter:
 
     def image_tokens(self, image: Any, *, where: str = "image_url") -> int:
         """Tokens of one ``image_url`` value (a string URL or ``{"url", "detail"}``)."""
+        url: Any
         if isinstance(image, str):
             url, detail = image, "auto"
         elif isinstance(image, Mapping):
@@ -374,11 +377,12 @@ def _role(message: Any) -> Any:
     return message.get("role") if isinstance(message, Mapping) else None
 
 
-def validate_messages(messages: Any) -> None:
+def validate_messages(messages: Any) -> list[Any]:
     if messages is None:
         raise MalformedRequestError("messages", "missing")
     if not isinstance(messages, list):
         raise MalformedRequestError("messages", f"expected a list of messages, got {type(messages).__name__}")
+    return messages
 
 
 def validate_message(message: Any, index: int) -> None:

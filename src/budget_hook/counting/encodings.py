@@ -43,7 +43,7 @@ def vendored_tokenizer_dir() -> Path | None:
     return None
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def get_encoding(name: str) -> tiktoken.Encoding:
     """Load encoding ``name`` offline; cached for the life of the process (encodings are immutable)."""
     if name not in VENDORED_ENCODINGS:

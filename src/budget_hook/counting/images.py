@@ -96,14 +96,14 @@ def _jpeg_size(data: bytes) -> tuple[int, int] | None:
 
 def openai_tile_tokens(width: int, height: int, *, base: int = 85, per_tile: int = 170) -> int:
     """OpenAI high-detail images: fit in 2048x2048, shortest side to 768, then base + per 512-px tile."""
-    width, height = max(width, 1), max(height, 1)
-    if max(width, height) > 2048:
-        scale = 2048 / max(width, height)
-        width, height = width * scale, height * scale
-    if min(width, height) > 768:
-        scale = 768 / min(width, height)
-        width, height = width * scale, height * scale
-    tiles = math.ceil(width / 512) * math.ceil(height / 512)
+    w, h = float(max(width, 1)), float(max(height, 1))
+    if max(w, h) > 2048:
+        scale = 2048 / max(w, h)
+        w, h = w * scale, h * scale
+    if min(w, h) > 768:
+        scale = 768 / min(w, h)
+        w, h = w * scale, h * scale
+    tiles = math.ceil(w / 512) * math.ceil(h / 512)
     return base + per_tile * tiles
 
 

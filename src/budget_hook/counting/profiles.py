@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Any
 
 #: Provider / router prefixes that say nothing about the tokenizer.
 _PREFIX_SPLIT = re.compile(r"/")
@@ -88,7 +89,7 @@ _TILE_PRICES = (  # (prefix, base, per tile); first match wins
 # --- Estimated families ----------------------------------------------------------------------------
 #: Fitted on the real Anthropic requests with provider-measured usage (README, "Counting accuracy";
 #: ``python bench/calibrate_anthropic.py`` reprints the figures).
-ANTHROPIC_PROFILE_TERMS = dict(
+ANTHROPIC_PROFILE_TERMS: dict[str, Any] = dict(
     safety_factor=1.20,  # o200k text tokens -> Claude tokens, worst case seen on prose and code
     digits_as_tokens=True,  # Claude spends a token per digit where o200k packs three
     tokens_per_message=6,  # turn framing
@@ -139,7 +140,8 @@ def resolve_tokenizer(model: str | None, *, base_model: str | None = None) -> To
         return TokenizerProfile("openai", "cl100k_base", exact=True)
     family = next((fam for fam, words in _FAMILY_KEYWORDS if any(w in name for w in words)), "unknown")
     if family == "anthropic":
-        return TokenizerProfile("anthropic", "o200k_base", exact=False, image_formula="anthropic", **ANTHROPIC_PROFILE_TERMS)
+        return TokenizerProfile("anthropic", "o200k_base", exact=False, image_formula="anthropic",
+                                **ANTHROPIC_PROFILE_TERMS)
     return TokenizerProfile(family, "o200k_base", exact=False, safety_factor=UNMEASURED_SAFETY_FACTOR)
 
 

@@ -65,7 +65,8 @@ def _render_properties(schema: Mapping[str, Any], indent: int) -> str:
     properties = schema.get("properties")
     if not isinstance(properties, Mapping):
         return ""
-    required = schema.get("required") if isinstance(schema.get("required"), list) else []
+    listed = schema.get("required")
+    required: list[Any] = listed if isinstance(listed, list) else []
     lines = []
     for name, prop in properties.items():
         if not isinstance(prop, Mapping):
@@ -93,7 +94,7 @@ def _render_type(prop: Mapping[str, Any], indent: int) -> str:
     if kind in ("number", "integer"):
         return " | ".join(str(v) for v in enum) if isinstance(enum, list) else "number"
     if kind in ("boolean", "null"):
-        return kind
+        return str(kind)
     if kind == "object":
         return "\n".join(["{", _render_properties(prop, indent + 2), "}"])
     if kind == "array":

@@ -18,20 +18,26 @@ Steps, each going down a layer, never back up:
 
 from __future__ import annotations
 
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..budget import ModelLimits, compute_budget, requested_output_tokens
 from ..counting import TokenCounter
-from ..errors import (BudgetHookError, CannotFitError, ContextBudgetError, MalformedRequestError,
-                      OutputReserveTooLargeError, PolicyError)
+from ..errors import (
+    BudgetHookError,
+    CannotFitError,
+    ContextBudgetError,
+    MalformedRequestError,
+    OutputReserveTooLargeError,
+    PolicyError,
+)
 from ..policy import PluginSettings, ResolvedPolicy, load_metadata_layer
 from ..shapes import ConversationShape, InputsShape
 from ..shapes.chat import SHAPE as CHAT
 from ..shapes.inputs import check_inputs
-from .decision import BlockReason, Decision, shadowed
-from .request import BudgetRequest, Caller
+from .decision import Action, BlockKind, BlockReason, Decision, shadowed
+from .request import BudgetRequest
 
 
 class InternalFailure(BudgetHookError):
@@ -73,15 +79,14 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
     try:
         resolved = operator_policy(request, settings)
         fail_mode = resolved.policy.fail_mode
-        common = dict(mode=resolved.policy.mode, model_group=request.model_group, resolved=resolved,
-                      request=request.body)
+        context = _Context(request.body, request.model_group, request.limits, resolved)
         if resolved.policy.mode == "off":
-            return Decision(action="skipped", limits=request.limits, **common)  # type: ignore[arg-type]
+            return context.decision("skipped")
         client = request.client
         if client.problem is not None and resolved.policy.mode == "enforce":
-            block = BlockReason("malformed", client.problem.message, {"field": client.problem.param},
-                                param=client.problem.param)
-            return Decision(action="blocked", limits=request.limits, block=block, **common)  # type: ignore[arg-type]
+            problem = client.problem
+            return context.blocked(BlockReason("malformed", problem.message, {"field": problem.param},
+                                               param=problem.param))
         if client.problem is not None:
             resolved = resolved.with_warning(f"client input ignored in shadow mode: {client.problem.message}")
         else:
@@ -98,39 +103,45 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
         raise InternalFailure(exc, fail_mode) from exc
 
 
-def _blocked(common: dict, limits: ModelLimits, block: BlockReason, warnings: list[str], **extra: Any) -> Decision:
-    return Decision(action=shadowed("blocked", common["mode"]), limits=limits, block=block,
-                    warnings=tuple(warnings), **common, **extra)
+@dataclass
+class _Context:
+    """What every decision on one request shares, and the facts gathered on the way (warnings)."""
 
+    request: Mapping[str, Any]
+    model_group: str
+    limits: ModelLimits
+    resolved: ResolvedPolicy
+    warnings: list[str] = field(default_factory=list)
 
-def _resolve_window(model_group: str, limits: ModelLimits, policy: Any, warnings: list[str]
-                    ) -> tuple[ModelLimits, BlockReason | None]:
-    if limits.window is not None:
-        return limits, None
-    if policy.unknown_window == "block":
-        message = (
-            f"model group {model_group!r}: its context window is unknown (not in the router's model_info, "
-            f"not in litellm's model map), and the gateway's policy blocks such requests. Ask the gateway "
-            f"operator to set model_info.max_input_tokens for this model group."
-        )
-        return limits, BlockReason("unknown_window", message, {"model_group": model_group})
-    warnings.append(f"context window of {model_group!r} unknown; assumed default_max_input_tokens="
-                    f"{policy.default_max_input_tokens}")
-    return replace(limits, window=policy.default_max_input_tokens, source="policy default (window unknown)"), None
+    def decision(self, action: Action, *, request: Mapping[str, Any] | None = None, **facts: Any) -> Decision:
+        return Decision(action=action, mode=self.resolved.policy.mode, model_group=self.model_group,
+                        limits=self.limits, resolved=self.resolved,
+                        request=self.request if request is None else request, warnings=tuple(self.warnings),
+                        **facts)
 
+    def blocked(self, block: BlockReason, **facts: Any) -> Decision:
+        return self.decision(shadowed("blocked", self.resolved.policy.mode), block=block, **facts)
 
-def _begin(request: Mapping[str, Any], model_group: str, limits: ModelLimits, resolved: ResolvedPolicy
-           ) -> tuple[dict[str, Any], ModelLimits, list[str], Decision | None]:
-    """What every decision starts with: the common fields, the window, and an early answer when the
-    mode is off or the window is unknown and the policy blocks."""
-    policy = resolved.policy
-    common = dict(mode=policy.mode, model_group=model_group, resolved=resolved, request=request)
-    warnings: list[str] = []
-    if policy.mode == "off":
-        return common, limits, warnings, Decision(action="skipped", limits=limits, **common)
-    limits, unknown = _resolve_window(model_group, limits, policy, warnings)
-    early = _blocked(common, limits, unknown, warnings) if unknown else None
-    return common, limits, warnings, early
+    def start(self) -> tuple[int, Decision | None]:
+        """The window to budget against, and an early answer: the mode is off, or the window is unknown
+        and the policy blocks such requests. An unknown window otherwise becomes the policy's default."""
+        policy = self.resolved.policy
+        if policy.mode == "off":
+            return 0, self.decision("skipped")
+        if self.limits.window is not None:
+            return self.limits.window, None
+        if policy.unknown_window == "block":
+            message = (
+                f"model group {self.model_group!r}: its context window is unknown (not in the router's "
+                f"model_info, not in litellm's model map), and the gateway's policy blocks such requests. Ask "
+                f"the gateway operator to set model_info.max_input_tokens for this model group."
+            )
+            return 0, self.blocked(BlockReason("unknown_window", message, {"model_group": self.model_group}))
+        self.warnings.append(f"context window of {self.model_group!r} unknown; assumed default_max_input_tokens="
+                             f"{policy.default_max_input_tokens}")
+        self.limits = replace(self.limits, window=policy.default_max_input_tokens,
+                              source="policy default (window unknown)")
+        return policy.default_max_input_tokens, None
 
 
 def _malformed(exc: MalformedRequestError) -> BlockReason:
@@ -148,14 +159,14 @@ def decide_conversation(
 ) -> Decision:
     """Decide on a conversation request (chat by default, or any ``ConversationShape``)."""
     policy = resolved.policy
-    common, limits, warnings, early = _begin(request, model_group, limits, resolved)
+    context = _Context(request, model_group, limits, resolved)
+    window, early = context.start()
     if early is not None:
         return early
-
     try:
         try:
             reserve = requested_output_tokens(request, shape.output_token_fields)
-            budget = compute_budget(limits.window, requested_output_tokens=reserve, policy=policy.budget)
+            budget = compute_budget(window, requested_output_tokens=reserve, policy=policy.budget)
         except OutputReserveTooLargeError as exc:
             # Count anyway so the client learns both numbers it needs to choose a smaller max_tokens.
             tokens = shape.count(request, counter)
@@ -163,12 +174,12 @@ def decide_conversation(
                                              {**exc.facts, "tokens_before": tokens}) from None
         result = shape.trim(request, counter=counter, budget=budget, policy=policy.trim)
     except ContextBudgetError as exc:
-        kind = "cannot_fit" if isinstance(exc, CannotFitError) else "output_reserve"
+        kind: BlockKind = "cannot_fit" if isinstance(exc, CannotFitError) else "output_reserve"
         detail = str(exc).removeprefix(f"{counter.model}: ")
         message = f"model group {model_group!r} (counted as {counter.model}, {counter.profile.method}): {detail}"
-        return _blocked(common, limits, BlockReason(kind, message, {"model_group": model_group, **exc.facts}), warnings)
+        return context.blocked(BlockReason(kind, message, {"model_group": model_group, **exc.facts}))
     except MalformedRequestError as exc:
-        return _blocked(common, limits, _malformed(exc), warnings)
+        return context.blocked(_malformed(exc))
 
     changed = result.report.changed
     if changed:
@@ -179,12 +190,11 @@ def decide_conversation(
         except Exception:  # a structure too odd to check: the counter accepted it, the provider will judge
             problems = []
         if problems:
-            warnings.append(f"request invalid before trimming ({len(problems)} problem(s)), not caused by "
-                            f"budget_hook: " + "; ".join(problems[:3]))
-    action = shadowed("trimmed", policy.mode) if changed else "pass"
+            context.warnings.append(f"request invalid before trimming ({len(problems)} problem(s)), not caused "
+                                    f"by budget_hook: " + "; ".join(problems[:3]))
+    action: Action = shadowed("trimmed", policy.mode) if changed else "pass"
     forwarded = result.request if policy.mode == "enforce" else request
-    return Decision(action=action, limits=limits, report=result.report, warnings=tuple(warnings),
-                    **{**common, "request": forwarded})
+    return context.decision(action, request=forwarded, report=result.report)
 
 
 def decide_inputs(
@@ -196,56 +206,55 @@ def decide_inputs(
     counter: TokenCounter,
     shape: InputsShape,
 ) -> Decision:
-    """Decide on ``/embeddings`` (``field="input"``) or ``/completions`` (``field="prompt"``).
+    """Decide on a per-input shape: ``/embeddings`` or ``/completions``.
 
     Embeddings: each input must fit the model's input limit (no output). Completions: each prompt must
     fit window - output reserve - margin, like a chat request. Over: blocked, naming which input and by
     how much, unless the policy's ``truncate_embedding_inputs`` asks to cut embedding inputs.
     """
     policy = resolved.policy
-    common, limits, warnings, early = _begin(request, model_group, limits, resolved)
+    context = _Context(request, model_group, limits, resolved)
+    window, early = context.start()
     if early is not None:
         return early
-    field = shape.field
+    name = shape.field
     embedding = not shape.reserves_output
-    budget_facts: dict[str, Any]
+    terms: dict[str, Any]
     try:
         if embedding:
-            limit = limits.window if policy.budget.max_input_tokens is None else min(limits.window, policy.budget.max_input_tokens)
-            budget_facts = {"window": limits.window, "output_reserve": 0, "safety_margin": 0,
-                            "cap": policy.budget.max_input_tokens, "budget": limit}
+            cap = policy.budget.max_input_tokens
+            limit = window if cap is None else min(window, cap)
+            terms = {"window": window, "output_reserve": 0, "safety_margin": 0, "cap": cap, "budget": limit}
         else:
-            budget = compute_budget(limits.window, requested_output_tokens=requested_output_tokens(
-                request, shape.output_token_fields), policy=policy.budget)
-            limit, budget_facts = budget.budget, budget.as_dict()
-        result = check_inputs(request.get(field), field=field, counter=counter, limit=limit,
+            reserve = requested_output_tokens(request, shape.output_token_fields)
+            budget = compute_budget(window, requested_output_tokens=reserve, policy=policy.budget)
+            limit, terms = budget.budget, budget.as_dict()
+        result = check_inputs(request.get(name), field=name, counter=counter, limit=limit,
                               truncate=embedding and policy.truncate_embedding_inputs)
     except ContextBudgetError as exc:
         message = f"model group {model_group!r}: {exc}"
-        return _blocked(common, limits, BlockReason("output_reserve", message, {"model_group": model_group, **exc.facts}),
-                        warnings)
+        return context.blocked(BlockReason("output_reserve", message, {"model_group": model_group, **exc.facts}))
     except MalformedRequestError as exc:
-        return _blocked(common, limits, _malformed(exc), warnings)
+        return context.blocked(_malformed(exc))
 
     if result.over and not result.truncated:
         what = "input" if embedding else "prompt"
-        reserve = "" if embedding else (f" (window {budget_facts['window']} - output reserve "
-                                        f"{budget_facts['output_reserve']} - safety margin {budget_facts['safety_margin']})")
+        reserve_terms = "" if embedding else (f" (window {terms['window']} - output reserve {terms['output_reserve']}"
+                                              f" - safety margin {terms['safety_margin']})")
         message = (
             f"model group {model_group!r} (counted as {counter.model}, {counter.profile.method}): "
-            f"{result.describe_over()}{reserve}. This model's maximum context length is {limits.window} tokens. "
+            f"{result.describe_over()}{reserve_terms}. This model's maximum context length is {window} tokens. "
             f"Split each {what} into smaller pieces"
             + ("" if embedding else " or lower max_tokens") + "; nothing was truncated."
         )
-        facts = {"model_group": model_group, **budget_facts, "field": field,
+        facts = {"model_group": model_group, **terms, "field": name,
                  "over": [{"index": o.index, "tokens": o.tokens, "over_by": o.over_by} for o in result.over[:100]]}
-        return _blocked(common, limits, BlockReason("cannot_fit", message, facts, param=field), warnings,
-                        inputs=result, input_budget=budget_facts)
+        return context.blocked(BlockReason("cannot_fit", message, facts, param=name), inputs=result,
+                               input_budget=terms)
     forwarded = request
-    action = "pass"
+    action: Action = "pass"
     if result.truncated:
         action = shadowed("trimmed", policy.mode)
         if policy.mode == "enforce":
-            forwarded = {**request, field: result.value}
-    return Decision(action=action, limits=limits, warnings=tuple(warnings), inputs=result, input_budget=budget_facts,
-                    **{**common, "request": forwarded})
+            forwarded = {**request, name: result.value}
+    return context.decision(action, request=forwarded, inputs=result, input_budget=terms)

@@ -6,8 +6,8 @@ the original request forwarded; ``skipped`` when the operator's mode is off.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..budget import ModelLimits

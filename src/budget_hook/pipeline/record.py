@@ -10,8 +10,8 @@ operator turned on ``log_dropped_content``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..trimming import REMOVING_ACTIONS, action_counts
@@ -58,7 +58,7 @@ class DecisionRecord:
     fail_mode: str | None = None
 
     @classmethod
-    def build(cls, decision: Decision, request: BudgetRequest | None = None) -> "DecisionRecord":
+    def build(cls, decision: Decision, request: BudgetRequest | None = None) -> DecisionRecord:
         """The record of ``decision``; ``request`` adds the caller and, if asked, the touched content."""
         resolved = decision.resolved
         caller = request.caller if request is not None else Caller()
@@ -107,7 +107,7 @@ class DecisionRecord:
 
     @classmethod
     def failure(cls, *, model_group: Any, error: str, fail_mode: str, request: BudgetRequest | None = None
-                ) -> "DecisionRecord":
+                ) -> DecisionRecord:
         """The record of the plugin's own failure on a request."""
         caller = request.caller if request is not None else None
         return cls(action="error", model_group=model_group, error=error, fail_mode=fail_mode,
@@ -164,8 +164,8 @@ class DecisionRecord:
     def headers(self) -> dict[str, str]:
         """``x-budget-*`` response headers summarising the decision."""
         headers = {"x-budget-decision": self.action, "x-budget-mode": self.mode or ""}
-        for name, value in (("x-budget-tokens-before", self.tokens_before), ("x-budget-tokens-after", self.tokens_after),
-                            ("x-budget-window", self.window)):
+        for name, value in (("x-budget-tokens-before", self.tokens_before),
+                            ("x-budget-tokens-after", self.tokens_after), ("x-budget-window", self.window)):
             if value is not None:
                 headers[name] = str(value)
         if self.budget is not None and self.budget.get("budget") is not None:

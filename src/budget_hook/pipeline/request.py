@@ -6,8 +6,8 @@ works on it and never reaches back into the adapter.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..budget import ModelLimits

@@ -17,8 +17,8 @@ names the fields it changes, so a team override of ``max_input_tokens`` keeps th
 from __future__ import annotations
 
 import fnmatch
-from dataclasses import dataclass, field, fields, replace
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
 
 from ..budget import BudgetPolicy
@@ -57,11 +57,12 @@ class Policy:
         for knob_field in knob_fields(Policy):
             allowed = get_args(_HINTS.get(knob_field.name))
             if allowed and getattr(self, knob_field.name) not in allowed:
-                raise PolicyError(f"{knob_field.name} must be {' or '.join(allowed)}, got {getattr(self, knob_field.name)!r}")
+                value = getattr(self, knob_field.name)
+                raise PolicyError(f"{knob_field.name} must be {' or '.join(allowed)}, got {value!r}")
         check_bounds(self)
 
     @classmethod
-    def from_fields(cls, values: Mapping[str, Any]) -> "Policy":
+    def from_fields(cls, values: Mapping[str, Any]) -> Policy:
         """Build from one flat mapping (``mode``, ``output_reserve_ratio``, ``target_ratio``...)."""
         budget = {k: v for k, v in values.items() if k in BUDGET_FIELDS}
         trim = {k: v for k, v in values.items() if k in TRIM_FIELDS}
@@ -92,7 +93,7 @@ class ResolvedPolicy:
     ignored_metadata_settings: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
 
-    def with_client_cap(self, cap: int | None, ignored: tuple[str, ...] = ()) -> "ResolvedPolicy":
+    def with_client_cap(self, cap: int | None, ignored: tuple[str, ...] = ()) -> ResolvedPolicy:
         """Apply the client's requested cap: it may lower the operator's cap, never raise it."""
         if cap is None:
             return replace(self, ignored_client_settings=self.ignored_client_settings + tuple(ignored))
@@ -110,7 +111,7 @@ class ResolvedPolicy:
             ignored_client_settings=self.ignored_client_settings + tuple(ignored),
         )
 
-    def with_warning(self, warning: str) -> "ResolvedPolicy":
+    def with_warning(self, warning: str) -> ResolvedPolicy:
         return replace(self, warnings=self.warnings + (warning,))
 
 
@@ -155,7 +156,8 @@ class PolicyLayers:
         for index, (section_a, name_a, layer_a) in enumerate(named):
             for section_b, name_b, layer_b in named[index + 1:]:
                 if section_b != section_a:  # weaker section first: named is ordered models, teams, keys
-                    self._build({**self.base, **layer_a, **layer_b}, f"{section_a}[{name_a}] with {section_b}[{name_b}]")
+                    where = f"{section_a}[{name_a}] with {section_b}[{name_b}]"
+                    self._build({**self.base, **layer_a, **layer_b}, where)
 
     @staticmethod
     def _build(values: Mapping[str, Any], where: str) -> Policy:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import difflib
 import typing
-from dataclasses import Field, dataclass, field
 from collections.abc import Mapping
+from dataclasses import Field, dataclass, field
 from typing import Any, Literal, Optional
 
 from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, create_model
@@ -41,7 +41,10 @@ def _pydantic_field(cls: type, knob: Field) -> tuple[Any, Any]:
     base = args[0] if args else hint
     if base is bool:
         base = StrictBool  # "yes"/1 for a flag is a typo, not a setting
-    return Optional[base], PydanticField(default=None, description=knob.metadata["doc"], **knob_bounds(knob))
+    optional = Optional[base]  # type: ignore[valid-type]  # noqa: UP045 - built at run time from a type variable
+    field_info: Any = PydanticField(default=None, description=knob.metadata["doc"],
+                                    **knob_bounds(knob))  # type: ignore[call-overload]
+    return optional, field_info
 
 
 #: Every policy knob as an optional YAML setting (built from the dataclasses: nothing to keep in sync).
@@ -52,15 +55,15 @@ PolicyFields: type[BaseModel] = create_model(  # type: ignore[call-overload]
 )
 
 
-class PluginSettingsModel(PolicyFields):  # type: ignore[valid-type,misc]
+class PluginSettingsModel(PolicyFields):
     log_to_stderr: StrictBool = True
     metadata_policy: Literal["tighten", "trust", "ignore"] = "tighten"
     count_cache_entries: int = PydanticField(default=65_536, ge=0, le=10_000_000)
     counting_threads: int = PydanticField(default=4, ge=1, le=64)
     offload_chars: int = PydanticField(default=50_000, ge=0)
-    models: dict[str, PolicyFields] = PydanticField(default_factory=dict)  # type: ignore[valid-type]
-    teams: dict[str, PolicyFields] = PydanticField(default_factory=dict)  # type: ignore[valid-type]
-    keys: dict[str, PolicyFields] = PydanticField(default_factory=dict)  # type: ignore[valid-type]
+    models: dict[str, PolicyFields] = PydanticField(default_factory=dict)
+    teams: dict[str, PolicyFields] = PydanticField(default_factory=dict)
+    keys: dict[str, PolicyFields] = PydanticField(default_factory=dict)
 
 
 POLICY_FIELD_NAMES = tuple(PolicyFields.model_fields)

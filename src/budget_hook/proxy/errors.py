@@ -9,8 +9,8 @@ failure. The adapter raises them as the HTTP exception LiteLLM answers with.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..pipeline import Decision

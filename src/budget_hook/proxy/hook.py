@@ -146,7 +146,8 @@ class BudgetHookPlugin(CustomLogger):
         try:
             request = BudgetRequest(shape=shape, body=data, model_group=group, limits=self.model_limits(group),
                                     caller=caller_of(user_api_key_dict), client=read_client_input(data, key))
-            decision = await self.offloader.run(lambda: decide(request, self.settings), data)  # type: ignore[arg-type]
+            budget_request = request
+            decision = await self.offloader.run(lambda: decide(budget_request, self.settings), data)
         except Exception as exc:  # the plugin's own failure: never blame the client for it
             fail_mode = exc.fail_mode if isinstance(exc, InternalFailure) else str(
                 self.settings.layers.base.get("fail_mode", "open"))
@@ -179,7 +180,7 @@ class BudgetHookPlugin(CustomLogger):
             pass
         if fail_mode == "closed":
             raise BudgetHookHTTPError(internal_error(data.get("litellm_call_id"))) from None
-        return None  # fail open: forward untouched
+        return  # fail open: forward untouched
 
     # --- responses: headers and one log record per request -----------------------------------------
 

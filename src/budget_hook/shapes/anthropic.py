@@ -28,8 +28,8 @@ A block uses Anthropic's own sentence, ``prompt is too long: N tokens > M maximu
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ..budget import OUTPUT_TOKEN_FIELDS, Budget
@@ -37,7 +37,7 @@ from ..counting import TokenCounter, canonical_json
 from ..errors import MalformedRequestError
 from ..trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .anthropic_blocks import convert_message, current_turn_start, envelope, tool_result_content
-from .base import ConversationShape, View
+from .base import ConversationShape, View, touched_item
 
 CACHE_PREFIX_NOTE = "cache_prefix_rewritten"
 IMAGE_PLACEHOLDER = "[budget_hook: image removed by the gateway to fit the context budget]"
@@ -66,6 +66,11 @@ def _has_cache_control(block: Any) -> bool:
     return isinstance(nested, list) and any(_has_cache_control(inner) for inner in nested)
 
 
+def _parts(content: Any) -> list[Any]:
+    """A view message's content as a list of parts."""
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+
+
 def build_view(body: Mapping[str, Any]) -> View:
     """The chat-shaped view: one view message per unit that can be trimmed (see the module's notes)."""
     if not isinstance(body, Mapping) or not isinstance(body.get("messages"), list):
@@ -92,7 +97,7 @@ def build_view(body: Mapping[str, Any]) -> View:
             continue
         if any(_has_cache_control(block) for block in content):
             last_breakpoint = index
-        results = [i for i, block in enumerate(content) if isinstance(block, Mapping) and block.get("type") == "tool_result"]
+        results = [i for i, block in enumerate(content) if _kind(block) == "tool_result"]
         result_set = set(results)
         rest = [i for i in range(len(content)) if i not in result_set]
         for block_index in results:
@@ -109,16 +114,16 @@ def build_view(body: Mapping[str, Any]) -> View:
             extra = convert_message({"role": "user", "content": [content[i] for i in rest]}, where,
                                      inline_tool_images=True)
             last = view_messages[-1]
-            parts = [{"type": "text", "text": last["content"]}] if isinstance(last["content"], str) else list(last["content"])
+            parts = _parts(last["content"])
             for extra_message in extra:
                 extra_parts = extra_message.get("content")
-                parts.extend([{"type": "text", "text": extra_parts}] if isinstance(extra_parts, str) else extra_parts or [])
+                parts.extend(_parts(extra_parts))
             view_messages[-1] = {**last, "content": parts}
             refs[-1] = _Ref(index, (results[-1], *rest))
             no_edit.add(len(view_messages) - 1)
         elif rest or not results:
             remaining = {"role": message.get("role"), "content": [content[i] for i in rest]}
-            frozen = any(isinstance(content[i], Mapping) and content[i].get("type") not in _EDITABLE_BLOCKS for i in rest)
+            frozen = any(isinstance(content[i], Mapping) and _kind(content[i]) not in _EDITABLE_BLOCKS for i in rest)
             for part in convert_message(remaining, where, keep_thinking=keep_thinking, inline_tool_images=True):
                 if frozen:  # signed thinking, server-tool blocks...: stays whole or leaves with its turn
                     no_edit.add(len(view_messages))
@@ -152,7 +157,7 @@ def _compacted(blocks: Sequence[Any], edited: Mapping[str, Any]) -> list[Any]:
 
 def _images_removed(blocks: Sequence[Any], edited: Mapping[str, Any]) -> list[Any]:
     placeholder = {"type": "text", "text": _placeholder(edited)}
-    out = []
+    out: list[Any] = []
     for block in blocks:
         if _kind(block) == "image":
             out.append(placeholder)
@@ -187,7 +192,7 @@ def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str,
     """Carry the view's decisions over to the native messages and blocks."""
     actions = {action.index: action for action in result.report.actions}
     kept = [i for i in range(len(view.refs)) if i not in actions or actions[i].action != "dropped"]
-    edited_views = dict(zip(kept, result.request["messages"]))
+    edited_views = dict(zip(kept, result.request["messages"], strict=True))
     native = body["messages"]
     removed_messages: set[int] = set()
     replaced_messages: dict[int, Any] = {}
@@ -224,7 +229,7 @@ def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str,
             new_messages.append(message)
             continue
         inserts = written.get(index, {})
-        blocks = []
+        blocks: list[Any] = []
         for block_index, block in enumerate(message["content"]):
             blocks.extend(inserts.get(block_index, ()))
             if block_index not in gone:
@@ -286,10 +291,10 @@ def anthropic_pairing_problems(messages: Any) -> list[str]:
 
 def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
     """The original text of a touched message, or of its one block."""
-    messages = body.get("messages")
-    if not isinstance(messages, list) or action.index >= len(messages) or not isinstance(messages[action.index], Mapping):
+    message = touched_item(body, "messages", action)
+    if message is None:
         return ""
-    content = messages[action.index].get("content")
+    content = message.get("content")
     if isinstance(content, list) and action.block is not None and action.block < len(content):
         content = [content[action.block]]
     if isinstance(content, str):
@@ -328,7 +333,8 @@ def _detect(body: Mapping[str, Any]) -> bool:
 
 def _overflow_wording(facts: Mapping[str, Any], tokens_before: int | None) -> str:
     # Anthropic's own sentence, which Claude Code and the Anthropic SDKs' users react to.
-    return f"prompt is too long: {facts.get('tokens_after_trimming', tokens_before)} tokens > {facts.get('budget')} maximum."
+    tokens = facts.get("tokens_after_trimming", tokens_before)
+    return f"prompt is too long: {tokens} tokens > {facts.get('budget')} maximum."
 
 
 def _problems(body: Mapping[str, Any]) -> list[str]:

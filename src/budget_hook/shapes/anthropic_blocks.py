@@ -175,8 +175,13 @@ def tool_result_content(content: Any, where: str) -> tuple[str, list[dict[str, A
     return "\n".join(texts), images
 
 
+def _source(block: Mapping[str, Any]) -> Mapping[str, Any]:
+    source = block.get("source")
+    return source if isinstance(source, Mapping) else {}
+
+
 def _image_part(block: Mapping[str, Any]) -> dict[str, Any]:
-    source = block.get("source") if isinstance(block.get("source"), Mapping) else {}
+    source = _source(block)
     if source.get("type") == "base64":
         url = f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
     else:
@@ -185,14 +190,16 @@ def _image_part(block: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _document_part(block: Mapping[str, Any]) -> dict[str, Any]:
-    source = block.get("source") if isinstance(block.get("source"), Mapping) else {}
+    source = _source(block)
     if source.get("type") == "base64":
         data = f"data:{source.get('media_type', 'application/pdf')};base64,{source.get('data', '')}"
         return {"type": "file", "file": {"file_data": data}}
     if source.get("type") == "text":
         # Anthropic wraps documents in XML-like framing with their source; count it too.
         title = block.get("title") or source.get("media_type", "text/plain")
-        framed = f'<document index="1">\n<source>{title}</source>\n<document_content>{source.get("data", "")}</document_content>\n</document>'
+        data = source.get("data", "")
+        framed = (f'<document index="1">\n<source>{title}</source>\n<document_content>{data}'
+                  '</document_content>\n</document>')
         return {"type": "text", "text": framed}
     return {"type": "file", "file": {"file_id": canonical_json(source)}}
 
@@ -204,4 +211,5 @@ def _convert_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
             function["description"] = str(tool["description"])
         return {"type": "function", "function": function}
     # Server tools (web_search_20250305, bash_20250124, ...): the model sees their definition.
-    return {"type": "function", "function": {"name": str(tool.get("name", tool.get("type", ""))), "description": canonical_json(tool)}}
+    name = str(tool.get("name", tool.get("type", "")))
+    return {"type": "function", "function": {"name": name, "description": canonical_json(tool)}}

@@ -11,8 +11,8 @@ format. It is counted from the same view it is trimmed on, so the two can never 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from ..budget import Budget
@@ -37,6 +37,15 @@ class View:
 
 #: what a block looks like to the client, in the shape's own words: (facts, tokens_before) -> sentence
 Wording = Callable[[Mapping[str, Any], "int | None"], str]
+
+
+def touched_item(body: Mapping[str, Any], key: str, action: MessageAction) -> Mapping[str, Any] | None:
+    """The native message or item an action refers to (``body[key][action.index]``), if it is one."""
+    items = body.get(key)
+    if not isinstance(items, list) or action.index >= len(items) or not isinstance(items[action.index], Mapping):
+        return None
+    item: Mapping[str, Any] = items[action.index]
+    return item
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from ..budget import OUTPUT_TOKEN_FIELDS
 from ..counting import canonical_json
 from ..trimming import MessageAction, message_text
 from ..trimming.structure import pairing_problems
-from .base import ConversationShape, View
+from .base import ConversationShape, View, touched_item
 
 _CHAT_ONLY_ROLES = frozenset({"system", "developer", "tool", "function"})
 
@@ -28,10 +28,9 @@ def _problems(body: Mapping[str, Any]) -> list[str]:
 
 
 def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
-    messages = body.get("messages")
-    if not isinstance(messages, list) or action.index >= len(messages) or not isinstance(messages[action.index], Mapping):
+    message = touched_item(body, "messages", action)
+    if message is None:
         return ""
-    message = messages[action.index]
     return message_text(message) or (canonical_json(message.get("content")) if message.get("content") else "")
 
 

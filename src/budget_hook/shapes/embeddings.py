@@ -17,10 +17,10 @@ def _detect(body: Mapping[str, Any]) -> bool:
         return False
     value = body.get("input")
     model = str(body.get("model") or "").lower()
-    token_ids = isinstance(value, list) and bool(value) and all(isinstance(v, (int, list)) for v in value)
-    # A string or list of strings is also valid /v1/responses input: only an embedding model or token ids
-    # (or the embeddings-only encoding_format / dimensions fields) say embeddings.
-    return "embed" in model or token_ids or "encoding_format" in body or "dimensions" in body
+    # A list of strings or of token ids is never /v1/responses input (its list holds item objects); a
+    # single string can be either: then only an embedding model or an embeddings-only field says so.
+    listed = isinstance(value, list) and bool(value) and all(isinstance(v, (str, int, list)) for v in value)
+    return listed or "embed" in model or "encoding_format" in body or "dimensions" in body
 
 
 SHAPE = InputsShape(

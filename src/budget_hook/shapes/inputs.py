@@ -53,7 +53,8 @@ class InputsResult:
 
 
 def _is_token_array(value: Any) -> bool:
-    return isinstance(value, list) and bool(value) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
+    return (isinstance(value, list) and bool(value)
+            and all(isinstance(v, int) and not isinstance(v, bool) for v in value))
 
 
 def _split(value: Any, field: str) -> tuple[list[Any], bool]:
@@ -102,7 +103,8 @@ def check_inputs(value: Any, *, field: str, counter: TokenCounter, limit: int, t
     over = tuple(OverLimit(None if single else i, t, t - limit) for i, t in enumerate(tokens) if t > limit)
     if not over or not truncate:
         return InputsResult(field, limit, tuple(tokens), over, value)
-    new_items = [(_truncate(item, counter, limit) if t > limit else item) for item, t in zip(items, tokens)]
+    new_items = [_truncate(item, counter, limit) if t > limit else item
+                 for item, t in zip(items, tokens, strict=True)]
     truncated = tuple(i for i, t in enumerate(tokens) if t > limit)
     new_tokens = tuple(_count(item, counter) for item in new_items)
     return InputsResult(field, limit, new_tokens, over, new_items[0] if single else new_items, truncated)

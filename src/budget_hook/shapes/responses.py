@@ -21,15 +21,15 @@ report's ``notes`` say so.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..budget import OUTPUT_TOKEN_FIELDS, Budget
 from ..counting import TokenCounter, canonical_json
 from ..errors import MalformedRequestError
 from ..trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text
-from .base import ConversationShape, View
+from .base import ConversationShape, View, touched_item
 
 SERVER_HISTORY_NOTE = "server_side_history_not_counted"
 _ROLES = ("user", "assistant", "system", "developer")
@@ -143,8 +143,9 @@ def build_view(body: Mapping[str, Any]) -> View:
         elif isinstance(choice, Mapping) and choice.get("type") == "function":
             request["tool_choice"] = {"type": "function", "function": {"name": str(choice.get("name", ""))}}
     text = body.get("text")
-    if isinstance(text, Mapping) and isinstance(text.get("format"), Mapping) and text["format"].get("type") == "json_schema":
-        request["response_format"] = {"type": "json_schema", "json_schema": {"schema": text["format"].get("schema")}}
+    text_format = text.get("format") if isinstance(text, Mapping) else None
+    if isinstance(text_format, Mapping) and text_format.get("type") == "json_schema":
+        request["response_format"] = {"type": "json_schema", "json_schema": {"schema": text_format.get("schema")}}
     return View(request, tuple(refs), no_edit=frozenset(no_edit))
 
 
@@ -167,8 +168,9 @@ def _compacted(item: Mapping[str, Any], edited: Mapping[str, Any]) -> Mapping[st
 
 def _shortened(item: Mapping[str, Any], edited: Mapping[str, Any]) -> Mapping[str, Any]:
     text = message_text(edited)
-    content = [{"type": "output_text", "text": text, "annotations": []}] if isinstance(item.get("content"), list) else text
-    return {**item, "content": content}
+    if isinstance(item.get("content"), list):
+        return {**item, "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    return {**item, "content": text}
 
 
 def _images_removed(item: Mapping[str, Any], edited: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -177,7 +179,8 @@ def _images_removed(item: Mapping[str, Any], edited: Mapping[str, Any]) -> Mappi
     if not isinstance(parts, list):
         return item
     placeholder = {"type": "input_text", "text": IMAGE_PLACEHOLDER}
-    return {**item, field: [placeholder if isinstance(p, Mapping) and p.get("type") == "input_image" else p for p in parts]}
+    return {**item, field: [placeholder if isinstance(p, Mapping) and p.get("type") == "input_image" else p
+                            for p in parts]}
 
 
 #: per editing action: an input item and its edited view message -> the new item
@@ -187,7 +190,7 @@ WRITERS = {"compacted": _compacted, "images_removed": _images_removed, "shortene
 def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str, Any]:
     actions = {action.index: action for action in result.report.actions}
     kept = [i for i in range(len(view.refs)) if actions.get(i) is None or actions[i].action != "dropped"]
-    edited_views = dict(zip(kept, result.request["messages"]))
+    edited_views = dict(zip(kept, result.request["messages"], strict=True))
     items = body["input"]
     dropped: set[int] = set()
     replaced: dict[int, Mapping[str, Any]] = {}
@@ -239,10 +242,9 @@ def responses_pairing_problems(items: Any) -> list[str]:
 
 
 def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
-    items = body.get("input")
-    if not isinstance(items, list) or action.index >= len(items) or not isinstance(items[action.index], Mapping):
+    item = touched_item(body, "input", action)
+    if item is None:
         return ""
-    item = items[action.index]
     value = item.get("output") if item.get("type") == "function_call_output" else item.get("content")
     if isinstance(value, str):
         return value

@@ -11,8 +11,17 @@ Every request shape is trimmed through this engine on its chat-shaped view (``bu
 """
 
 from .engine import check_native_fit, trim_request
-from .report import (COMPACTED_MARKER, IMAGE_REMOVED_MARKER, SHORTENED_MARKER, ActionKind, MessageAction,
-                     TrimReport, TrimResult, content_hash, message_text)
+from .report import (
+                     COMPACTED_MARKER,
+                     IMAGE_REMOVED_MARKER,
+                     SHORTENED_MARKER,
+                     ActionKind,
+                     MessageAction,
+                     TrimReport,
+                     TrimResult,
+                     content_hash,
+                     message_text,
+)
 from .steps import ACTION_KINDS, EDITING_ACTIONS, REMOVING_ACTIONS, STEPS, Step, action_counts
 from .trim_policy import TrimPolicy
 

@@ -131,7 +131,7 @@ class TrimState:
             message.get("role") in PROTECTED_ROLES
             or index in self.protected
             or index == self.pinned
-            or index == self.latest_start and message.get("role") == "user"
+            or (index == self.latest_start and message.get("role") == "user")
         )
 
     def editable(self, index: int) -> bool:
@@ -223,11 +223,12 @@ def check_native_fit(counter: TokenCounter, budget: Budget, tokens_before: int, 
 
 
 def _cannot_fit(model: str, budget: Budget, before: int, after: int, protected: Mapping[str, int]) -> CannotFitError:
-    largest = max((k for k in ("latest_turn", "system", "tool_definitions", "pinned")), key=lambda k: protected.get(k, 0))
+    largest = max(("latest_turn", "system", "tool_definitions", "pinned"), key=lambda k: protected.get(k, 0))
+    capped = f", capped at {budget.cap}" if budget.cap else ""
     message = (
         f"{model or 'model'}: the request needs {after} input tokens after trimming (it had {before}), but the input "
         f"budget is {budget.budget} tokens (window {budget.window} - output reserve {budget.output_reserve} - "
-        f"safety margin {budget.safety_margin}{f', capped at {budget.cap}' if budget.cap else ''}). This model's maximum "
+        f"safety margin {budget.safety_margin}{capped}). This model's maximum "
         f"context length is {budget.window} tokens. What cannot be trimmed: latest turn {protected['latest_turn']}, "
         f"system {protected['system']}, tool definitions {protected['tool_definitions']}, pinned {protected['pinned']} "
         f"tokens; the largest is the {largest.replace('_', ' ')}. Shorten the latest message or its tool output, send "

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass, field
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..budget import Budget
@@ -105,7 +105,7 @@ def content_hash(message: Mapping[str, Any]) -> str:
     if key is not None:
         cached = _HASHES.get(key)
         if cached is not None:
-            return cached
+            return str(cached)
     digest = hashlib.sha256(canonical_json(message).encode("utf-8", "surrogatepass")).hexdigest()[:16]
     if key is not None:
         _HASHES.put(key, digest)

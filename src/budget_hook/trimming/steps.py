@@ -19,12 +19,20 @@ Each step works until the request fits the target, in an order that does not dep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, get_args
 
-from .report import COMPACTED_MARKER, IMAGE_REMOVED_MARKER, SHORTENED_MARKER, ActionKind, content_chars, \
-    is_compacted, is_error_result, message_text
+from .report import (
+    COMPACTED_MARKER,
+    IMAGE_REMOVED_MARKER,
+    SHORTENED_MARKER,
+    ActionKind,
+    content_chars,
+    is_compacted,
+    is_error_result,
+    message_text,
+)
 
 if TYPE_CHECKING:
     from .engine import TrimState
@@ -35,12 +43,12 @@ class Step:
     action: ActionKind
     #: the ``TrimPolicy`` flag that turns the step on
     enabled_by: str
-    run: Callable[["TrimState"], None]
+    run: Callable[[TrimState], None]
     #: True: the step removes messages (counted as dropped); False: it rewrites them (counted as edited)
     removes: bool = False
 
 
-def drop_old_images(state: "TrimState") -> None:
+def drop_old_images(state: TrimState) -> None:
     """Replace image parts of messages older than the latest turn with a placeholder."""
     for index, message in enumerate(state.messages):
         if state.fits() or state.in_latest_turn(index):
@@ -53,7 +61,7 @@ def drop_old_images(state: "TrimState") -> None:
             state.rewrite(index, {**message, "content": replaced}, "images_removed")
 
 
-def compact_tool_results(state: "TrimState") -> None:
+def compact_tool_results(state: TrimState) -> None:
     policy = state.policy
     results = [i for i, m in enumerate(state.messages) if m.get("role") in ("tool", "function")]
     recent = set(results[max(0, len(results) - policy.keep_recent_tool_results):])
@@ -74,7 +82,7 @@ def compact_tool_results(state: "TrimState") -> None:
         state.rewrite(index, {**message, "content": head + marker}, "compacted")
 
 
-def drop_old_turns(state: "TrimState") -> None:
+def drop_old_turns(state: TrimState) -> None:
     protected = state.protected
     for turn in state.turns[:-1]:
         if state.fits():
@@ -89,7 +97,7 @@ def drop_old_turns(state: "TrimState") -> None:
         state.dropped_turns.append(turn.number)
 
 
-def shorten_assistant_messages(state: "TrimState") -> None:
+def shorten_assistant_messages(state: TrimState) -> None:
     policy = state.policy
     for index, message in enumerate(state.messages):
         if state.fits():
@@ -121,7 +129,7 @@ assert sorted(ACTION_KINDS) == sorted(get_args(ActionKind)), "every ActionKind n
 
 def action_counts(actions: Any) -> dict[str, int]:
     """How many messages each action kind touched, every kind present (zero when unused)."""
-    counts = dict.fromkeys(ACTION_KINDS, 0)
+    counts: dict[str, int] = dict.fromkeys(ACTION_KINDS, 0)
     for action in actions:
         counts[action.action] = counts.get(action.action, 0) + 1
     return counts

@@ -13,8 +13,8 @@ Contract: pure functions over a list of OpenAI chat messages (already validated 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 PROTECTED_ROLES = frozenset({"system", "developer"})
@@ -56,7 +56,8 @@ def pairing_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
         if role == "tool":
             call_id = str(message.get("tool_call_id"))
             if call_id not in open_ids:
-                problems.append(f"messages[{index}] answers tool_call_id {call_id!r}, which no preceding assistant message opened")
+                problems.append(f"messages[{index}] answers tool_call_id {call_id!r}, which no preceding assistant "
+                                "message opened")
             else:
                 del open_ids[call_id]
             continue
@@ -64,7 +65,7 @@ def pairing_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
             problems.append(f"messages[{opener}] tool call {call_id!r} has no tool result")
         open_ids = {}
         if role == "assistant":
-            open_ids = {call_id: index for call_id in tool_call_ids(message)}
+            open_ids = dict.fromkeys(tool_call_ids(message), index)
         if role == "function" and index > 0 and not messages[index - 1].get("function_call"):
             problems.append(f"messages[{index}] is a function result without a preceding function_call")
     for call_id, opener in open_ids.items():

@@ -1,0 +1,116 @@
+"""The structure holds: one registry of shapes, steps as data, knobs declared once, small modules."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import get_args
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import budget_hook
+from budget_hook.errors import PolicyError
+from budget_hook.knobs import knob_bounds
+from budget_hook.pipeline import DecisionRecord
+from budget_hook.policy import Policy
+from budget_hook.policy.settings import POLICY_KNOBS, PolicyFields, load_settings
+from budget_hook.shapes import SHAPES, ConversationShape, ShapeRegistry
+from budget_hook.shapes.chat import SHAPE as CHAT
+from budget_hook.trimming import ACTION_KINDS, EDITING_ACTIONS, REMOVING_ACTIONS, STEPS, ActionKind, TrimPolicy
+from budget_hook.trimming.steps import action_counts
+
+PACKAGE = Path(budget_hook.__file__).parent
+
+
+def test_no_source_module_is_over_500_lines():
+    sizes = {str(p.relative_to(PACKAGE)): len(p.read_text(encoding="utf-8").splitlines()) for p in PACKAGE.rglob("*.py")}
+    assert max(sizes.values()) <= 500, sorted(sizes.items(), key=lambda kv: -kv[1])[:3]
+
+
+def test_every_budgeted_call_type_and_route_has_exactly_one_shape():
+    expected = {"acompletion": "chat", "completion": "chat", "anthropic_messages": "anthropic",
+                "aresponses": "responses", "responses": "responses", "atext_completion": "completions",
+                "text_completion": "completions", "aembedding": "embeddings", "embedding": "embeddings"}
+    assert {t: SHAPES.for_call_type(t).name for t in expected} == expected
+    assert SHAPES.for_call_type("aimage_generation") is None and SHAPES.for_call_type(None) is None
+    routes = [route for shape in SHAPES.shapes for route in shape.routes]
+    assert len(routes) == len(set(routes)) and "/v1/messages" in routes
+    for shape in SHAPES.shapes:
+        assert shape.metadata_key in ("metadata", "litellm_metadata") and shape.param
+
+
+def test_the_registry_refuses_a_shape_that_cannot_write_back_every_editing_action():
+    broken = dataclasses.replace(CHAT, name="broken", call_types=frozenset({"x"}), apply=lambda b, v, r: dict(b),
+                                 writers={"compacted": lambda item, edited: item})
+    with pytest.raises(ValueError, match="cannot write back trimming action"):
+        ShapeRegistry((*SHAPES.shapes, broken))
+    with pytest.raises(ValueError, match="claimed by"):
+        ShapeRegistry((*SHAPES.shapes, dataclasses.replace(CHAT, name="other")))
+    for shape in SHAPES.shapes:
+        if isinstance(shape, ConversationShape) and shape.apply is not None:
+            assert set(shape.writers) == set(EDITING_ACTIONS), shape.name
+
+
+def test_steps_are_the_single_declaration_of_actions():
+    assert sorted(ACTION_KINDS) == sorted(get_args(ActionKind))
+    assert {"dropped"} == REMOVING_ACTIONS
+    assert [step.action for step in STEPS] == list(ACTION_KINDS)
+    for step in STEPS:
+        assert isinstance(getattr(TrimPolicy(), step.enabled_by), bool), step.enabled_by
+
+
+def test_counts_and_headers_derive_from_the_steps_and_never_fail_on_an_unknown_action():
+    class Action:
+        def __init__(self, action):
+            self.action = action
+    counts = action_counts([Action("dropped"), Action("compacted"), Action("summarised")])
+    assert counts["dropped"] == 1 and counts["summarised"] == 1 and all(kind in counts for kind in ACTION_KINDS)
+    record = DecisionRecord(action="trimmed", model_group="g", mode="enforce", counts=counts)
+    headers = record.headers()
+    assert headers["x-budget-dropped-messages"] == "1" and headers["x-budget-edited-messages"] == "2"
+
+
+def test_the_yaml_edge_has_exactly_the_policy_knobs():
+    knob_names = [knob.name for _, knob in POLICY_KNOBS]
+    assert list(PolicyFields.model_fields) == knob_names
+    flat = Policy().as_dict()
+    assert set(flat) == set(knob_names)
+    for cls, knob in POLICY_KNOBS:
+        assert flat[knob.name] == knob.default, knob.name
+        field = PolicyFields.model_fields[knob.name]
+        assert field.default is None and field.description == knob.metadata["doc"]
+        assert knob.metadata["doc"], f"{cls.__name__}.{knob.name} has no documentation"
+
+
+NUMERIC_KNOBS = [knob for _, knob in POLICY_KNOBS
+                 if (isinstance(knob.default, (int, float)) and not isinstance(knob.default, bool))
+                 or knob.name == "max_input_tokens"]
+#: knobs that are also checked against each other (min <= max), beyond their own bounds
+PAIRED = {"output_reserve_min", "output_reserve_max"}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(NUMERIC_KNOBS), st.one_of(st.integers(-10, 10_000), st.floats(-2, 2, allow_nan=False)))
+def test_the_yaml_edge_and_the_policy_accept_the_same_values(knob, value):
+    """For every numeric knob, the config accepts exactly the values the policy accepts: its declared bounds."""
+    if "int" in str(knob.type) and isinstance(value, float) and not value.is_integer():
+        return  # a fractional value for an integer knob: pydantic refuses it, a dataclass would not check types
+    bounds = knob_bounds(knob)
+    in_bounds = all({"gt": value > b, "ge": value >= b, "lt": value < b, "le": value <= b}[k] for k, b in bounds.items())
+    policy_ok = True
+    try:
+        Policy.from_fields({knob.name: value})
+    except PolicyError:
+        policy_ok = False
+    yaml_ok = True
+    try:
+        load_settings({knob.name: value})
+    except PolicyError:
+        yaml_ok = False
+    assert yaml_ok == policy_ok, (knob.name, value)
+    if knob.name not in PAIRED:
+        assert policy_ok == in_bounds, (knob.name, value)
+    elif not in_bounds:
+        assert not policy_ok, (knob.name, value)

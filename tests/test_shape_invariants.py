@@ -1,0 +1,338 @@
+"""One property harness over every registered request shape: a new shape gets these invariants for free.
+
+``BODIES`` holds, per shape name, a strategy of bodies of that shape (generated ones and the real
+material in tests/data), and ``COUNTERS`` the counter its model uses. Every shape in ``SHAPES`` must
+have both (``test_every_registered_shape_has_test_bodies``). Then, for each shape of the registry:
+
+* conversation shapes, trimmed at random budgets (5% to 110% of the body's own count): the result fits
+  or ``CannotFitError`` is raised; a well-formed body stays well-formed; system/developer messages and
+  the latest user message are kept verbatim and surviving messages keep their order (seen through the
+  shape's own ``view``); trimming is idempotent; a larger budget never keeps fewer tokens; the input is
+  never mutated; the report's ``tokens_after`` is a fresh count of the result;
+* inputs shapes (``check_inputs`` through the shape's ``field``): the input is never mutated, every
+  per-input count is a fresh ``shape.count``, inputs over the limit are reported exactly, and
+  truncation leaves every input within the limit and is idempotent.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from budget_hook.budget import BudgetPolicy, compute_budget
+from budget_hook.counting import TokenCounter
+from budget_hook.errors import CannotFitError
+from budget_hook.shapes import SHAPES, ConversationShape, InputsShape
+from budget_hook.shapes.inputs import check_inputs
+from budget_hook.trimming import TrimPolicy, content_hash
+from budget_hook.trimming.structure import PROTECTED_ROLES, latest_turn_start
+
+from .conftest import CONVERSATIONS, conversation_request
+from .test_anthropic_trim import CASSETTES as ANTHROPIC_CASSETTES
+from .test_anthropic_trim import REAL as ANTHROPIC_REAL
+from .test_responses_format import to_responses
+from .test_trimming import PNG_URL, WORDS, conversations, policies, text
+
+GPT = TokenCounter.for_model("gpt-4o")
+CLAUDE = TokenCounter.for_model("claude-sonnet-4-5")
+EMBEDDING = TokenCounter.for_model("text-embedding-3-small")
+NO_MARGIN = BudgetPolicy(safety_margin_ratio=0.0)
+RESERVE = 100
+SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large,
+                                                        HealthCheck.large_base_example]}
+
+# --- bodies, per shape ----------------------------------------------------------------------------------
+
+REAL_CHAT = [conversation_request(path) for path in CONVERSATIONS]
+#: as tests/test_responses_format.py: without the 445k-token miniswe_gemini3_01 observation
+REAL_RESPONSES = [to_responses(conversation_request(path)) for path in CONVERSATIONS if "gemini3_01" not in path.stem]
+
+
+@st.composite
+def anthropic_bodies(draw):
+    """Agent loops in Anthropic's format: tool_use/tool_result pairs, parallel calls, signed thinking, error
+    results, text sent along with tool results, images, string or block content, cache breakpoints."""
+    body: dict = {"model": "claude-sonnet-4-5", "max_tokens": draw(st.sampled_from([256, 1024, 4096]))}
+    system = draw(st.one_of(st.none(), text, st.lists(text.map(lambda t: {"type": "text", "text": t}), min_size=1,
+                                                        max_size=2)))
+    if system:
+        body["system"] = system
+    if draw(st.booleans()):
+        body["tools"] = [{"name": "read_file", "description": "Read a file", "input_schema": {
+            "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]
+    messages: list[dict] = []
+    call_number = 0
+    turns = draw(st.integers(1, 6))
+    for turn in range(turns):
+        prompt = draw(text)
+        if draw(st.booleans()):
+            user: dict = {"role": "user", "content": prompt}
+        else:
+            blocks = [{"type": "text", "text": prompt}]
+            if draw(st.integers(0, 5)) == 0:
+                blocks.append({"type": "image", "source": {"type": "url", "url": PNG_URL}})
+            user = {"role": "user", "content": blocks}
+        messages.append(user)
+        for _ in range(draw(st.integers(0, 3))):
+            assistant = []
+            if draw(st.integers(0, 3)) == 0:
+                assistant.append({"type": "thinking", "thinking": draw(text), "signature": "sig" * 30})
+            elif draw(st.integers(0, 7)) == 0:
+                assistant.append({"type": "redacted_thinking", "data": "EmwK" + "r" * 200})
+            if draw(st.booleans()):
+                assistant.append({"type": "text", "text": draw(text)})
+            ids = []
+            for _ in range(draw(st.integers(1, 2))):
+                call_number += 1
+                ids.append(f"toolu_{call_number}")
+                assistant.append({"type": "tool_use", "id": ids[-1], "name": "read_file",
+                                  "input": {"path": f"f{call_number}.py"}})
+            messages.append({"role": "assistant", "content": assistant})
+            results = []
+            for tool_use_id in ids:
+                result: dict = {"type": "tool_result", "tool_use_id": tool_use_id}
+                output = draw(text)
+                kind = draw(st.integers(0, 5))
+                if kind == 0:
+                    result["is_error"] = True
+                    result["content"] = "Traceback: " + output
+                elif kind == 1:
+                    result["content"] = [{"type": "text", "text": output}]
+                else:
+                    result["content"] = output
+                results.append(result)
+            if draw(st.integers(0, 4)) == 0:
+                results.append({"type": "text", "text": "<system-reminder>also check the logs</system-reminder>"})
+            messages.append({"role": "user", "content": results})
+        if turn < turns - 1 or draw(st.booleans()):  # roles alternate: a turn ends with the assistant's answer
+            answer = draw(text)
+            messages.append({"role": "assistant", "content": answer if draw(st.booleans())
+                             else [{"type": "text", "text": answer}]})
+    if draw(st.integers(0, 3)) == 0:  # a prompt-cache breakpoint somewhere in the conversation
+        index = draw(st.integers(0, len(messages) - 1))
+        content = messages[index]["content"]
+        if isinstance(content, list):
+            block = draw(st.integers(0, len(content) - 1))
+            content[block] = {**content[block], "cache_control": {"type": "ephemeral"}}
+    body["messages"] = messages
+    return body
+
+
+@st.composite
+def responses_bodies(draw):
+    """Generated chat conversations as Responses items, with reasoning and built-in tool items sprinkled in."""
+    body = to_responses(draw(conversations()))
+    items = []
+    for item in body["input"]:
+        if item.get("type") == "function_call" or item.get("role") == "assistant":
+            choice = draw(st.integers(0, 5))
+            if choice == 0:
+                items.append({"type": "reasoning", "id": f"rs_{len(items)}", "summary": [],
+                              "encrypted_content": "gAAAA" + "x" * draw(st.integers(10, 3000))})
+            elif choice == 1:
+                items.append({"type": "reasoning", "id": f"rs_{len(items)}",
+                              "summary": [{"type": "summary_text", "text": draw(text)}]})
+            elif choice == 2:
+                items.append({"type": "web_search_call", "id": f"ws_{len(items)}", "status": "completed",
+                              "action": {"type": "search", "query": draw(text)[:200]}})
+        items.append(item)
+    body["input"] = items
+    if draw(st.integers(0, 4)) == 0:
+        body["previous_response_id"] = "resp_123"
+    return body
+
+
+words = st.builds(lambda w, n: " ".join(w) * n, st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
+                  st.integers(1, 60))
+one_string = st.one_of(words, st.text(max_size=300))
+token_ids = st.lists(st.integers(0, 100_000), min_size=1, max_size=300)
+#: every value the OpenAI API accepts for a prompt / an embedding input
+input_values = st.one_of(one_string, st.lists(one_string, min_size=1, max_size=5), token_ids,
+                         st.lists(token_ids, min_size=1, max_size=4))
+
+#: per shape name: bodies of that shape. A new shape needs an entry (and a counter) here.
+BODIES: dict[str, st.SearchStrategy[dict]] = {
+    "chat": st.one_of(conversations(), st.sampled_from(REAL_CHAT)),
+    "anthropic": st.one_of(anthropic_bodies(), st.sampled_from(ANTHROPIC_REAL + ANTHROPIC_CASSETTES)),
+    "responses": st.one_of(responses_bodies(), st.sampled_from(REAL_RESPONSES)),
+    "completions": st.builds(lambda v: {"model": "gpt-3.5-turbo-instruct", "prompt": v, "max_tokens": 16},
+                             input_values),
+    "embeddings": st.builds(lambda v: {"model": "text-embedding-3-small", "input": v}, input_values),
+}
+COUNTERS: dict[str, TokenCounter] = {"chat": GPT, "anthropic": CLAUDE, "responses": GPT, "completions": GPT,
+                                     "embeddings": EMBEDDING}
+
+CONVERSATION_SHAPES = [shape for shape in SHAPES.shapes if isinstance(shape, ConversationShape)]
+INPUTS_SHAPES = [shape for shape in SHAPES.shapes if isinstance(shape, InputsShape)]
+
+
+def shape_id(shape) -> str:
+    return shape.name
+
+
+def test_every_registered_shape_has_test_bodies():
+    names = {shape.name for shape in SHAPES.shapes}
+    assert not names - set(BODIES), f"add body strategies for the new shape(s) {sorted(names - set(BODIES))}"
+    assert not names - set(COUNTERS), f"add a counter for the new shape(s) {sorted(names - set(COUNTERS))}"
+    assert not set(BODIES) - names, f"bodies for shapes no longer registered: {sorted(set(BODIES) - names)}"
+    assert {shape.kind for shape in SHAPES.shapes} == {"conversation", "inputs"}
+    assert len(CONVERSATION_SHAPES) + len(INPUTS_SHAPES) == len(SHAPES.shapes)
+
+
+def draw_body(data, shape) -> dict:
+    if shape.name not in BODIES:
+        pytest.fail(f"no test bodies for shape {shape.name!r}: add them to BODIES")
+    return data.draw(BODIES[shape.name], label=f"{shape.name} body")
+
+
+# --- conversation shapes -----------------------------------------------------------------------------------
+
+
+def budget_of(tokens: int):
+    """A budget of exactly ``tokens`` input tokens (at least 1)."""
+    return compute_budget(max(1, tokens) + RESERVE, requested_output_tokens=RESERVE, policy=NO_MARGIN)
+
+
+def protected_view(shape: ConversationShape, body) -> tuple[list, object]:
+    """The view messages the trimmer must keep verbatim: system/developer ones and the latest user message."""
+    messages = shape.view(body).request["messages"]
+    system = [m for m in messages if m.get("role") in PROTECTED_ROLES]
+    start = latest_turn_start(messages)
+    latest_user = messages[start] if messages and messages[start].get("role") == "user" else None
+    return system, latest_user
+
+
+def is_subsequence(short: list, long: list) -> bool:
+    remaining = iter(long)
+    return all(any(item == other for other in remaining) for item in short)
+
+
+def check_trim(shape: ConversationShape, body, budget, policy: TrimPolicy):
+    """Trim ``body`` and assert every invariant; returns the result, or None when it cannot fit."""
+    counter = COUNTERS[shape.name]
+    snapshot = copy.deepcopy(body)
+    tokens_before = shape.count(body, counter)
+    assert body == snapshot, "counting mutated the input"
+    try:
+        result = shape.trim(body, counter=counter, budget=budget, policy=policy)
+    except CannotFitError as exc:
+        assert body == snapshot, "the input was mutated (on refusal)"
+        assert exc.facts["tokens_after_trimming"] > budget.budget
+        assert tokens_before > budget.budget
+        event("refused")
+        return None
+    assert body == snapshot, "the input was mutated"
+    new, report = result.request, result.report
+    # (1) fits, and (8) the reported figure is a fresh count of what will be sent
+    fresh = shape.count(new, counter)
+    assert report.tokens_after == fresh <= budget.budget
+    assert report.tokens_before == tokens_before
+    assert report.changed == (tokens_before > budget.budget)
+    if not report.changed:
+        event("unchanged")
+        assert new is body and report.actions == ()
+        return result
+    event("trimmed " + ",".join(sorted({a.action for a in report.actions})) + " notes=" + ",".join(report.notes))
+    event("problems-before" if shape.problems(body) else "wellformed")
+    # (2) a well-formed body stays well-formed
+    if shape.problems(body) == []:
+        assert shape.problems(new) == []
+    # (3) system/developer messages (instructions, system) and the latest user message, verbatim
+    system_before, latest_before = protected_view(shape, body)
+    system_after, latest_after = protected_view(shape, new)
+    assert system_after == system_before
+    assert latest_after == latest_before
+    # (4) surviving view messages keep their relative order
+    hashes_before = [content_hash(m) for m in shape.view(body).request["messages"]]
+    known = set(hashes_before)
+    survivors = [h for h in (content_hash(m) for m in shape.view(new).request["messages"]) if h in known]
+    assert is_subsequence(survivors, hashes_before)
+    # (5) idempotent
+    again = shape.trim(new, counter=counter, budget=budget, policy=policy)
+    assert not again.report.changed and again.request is new
+    assert body == snapshot
+    return result
+
+
+@pytest.mark.parametrize("shape", CONVERSATION_SHAPES, ids=shape_id)
+@settings(max_examples=2000, **SETTINGS)
+@given(data=st.data(), fraction=st.floats(0.05, 1.1), policy=policies)
+def test_trimming_invariants(shape, data, fraction, policy):
+    body = draw_body(data, shape)
+    total = shape.count(body, COUNTERS[shape.name])
+    event("tokens<1k" if total < 1000 else "tokens<10k" if total < 10000 else "tokens>=10k")
+    check_trim(shape, body, budget_of(int(total * fraction)), policy)
+
+
+@pytest.mark.parametrize("shape", CONVERSATION_SHAPES, ids=shape_id)
+@settings(max_examples=1500, **SETTINGS)
+@given(data=st.data(), first=st.floats(0.05, 1.1), second=st.floats(0.05, 1.1), policy=policies)
+def test_a_larger_budget_never_keeps_fewer_tokens(shape, data, first, second, policy):
+    """(6): tokens kept grow with the budget; a budget that fits makes every larger one fit too."""
+    body = draw_body(data, shape)
+    counter = COUNTERS[shape.name]
+    total = shape.count(body, counter)
+    small, large = sorted((max(1, int(total * first)), max(1, int(total * second))))
+    try:
+        kept_small = shape.trim(body, counter=counter, budget=budget_of(small), policy=policy).report.tokens_after
+    except CannotFitError:
+        return
+    kept_large = shape.trim(body, counter=counter, budget=budget_of(large), policy=policy).report.tokens_after
+    assert kept_large >= kept_small
+
+
+# --- inputs shapes -----------------------------------------------------------------------------------------
+
+
+def split_inputs(value) -> tuple[list, bool]:
+    """The individual inputs as the OpenAI API reads them, and whether the value is a single one."""
+    if isinstance(value, str) or (value and all(isinstance(v, int) for v in value)):
+        return [value], True
+    return list(value), False
+
+
+@pytest.mark.parametrize("shape", INPUTS_SHAPES, ids=shape_id)
+@settings(max_examples=2000, **SETTINGS)
+@given(data=st.data(), fraction=st.floats(0.05, 1.1))
+def test_inputs_invariants(shape, data, fraction):
+    body = draw_body(data, shape)
+    counter = COUNTERS[shape.name]
+    snapshot = copy.deepcopy(body)
+    value = body[shape.field]
+    items, single = split_inputs(value)
+    fresh = [shape.count({shape.field: item}, counter) for item in items]
+    limit = max(1, int(max(fresh) * fraction))
+    event(f"single={single} n={len(items)}")
+
+    plain = check_inputs(value, field=shape.field, counter=counter, limit=limit)
+    assert body == snapshot, "the input was mutated"
+    # per-input counts are fresh counts, and add up to the shape's count of the body
+    assert list(plain.tokens) == fresh and plain.total == shape.count(body, counter)
+    assert plain.value is value and plain.truncated == () and plain.field == shape.field
+    # exactly the inputs over the limit are reported, with their size and excess
+    expected = [(None if single else i, t, t - limit) for i, t in enumerate(fresh) if t > limit]
+    assert [(o.index, o.tokens, o.over_by) for o in plain.over] == expected
+
+    cut = check_inputs(value, field=shape.field, counter=counter, limit=limit, truncate=True)
+    assert body == snapshot, "truncation mutated the input"
+    assert cut.over == plain.over
+    if not plain.over:
+        assert cut.value is value and cut.truncated == ()
+    else:
+        cut_items, cut_single = split_inputs(cut.value)
+        assert cut_single == single and len(cut_items) == len(items)
+        assert set(cut.truncated) == {i for i, t in enumerate(fresh) if t > limit}
+        cut_fresh = [shape.count({shape.field: item}, counter) for item in cut_items]
+        assert list(cut.tokens) == cut_fresh and all(t <= limit for t in cut_fresh)
+        for index, (old, new) in enumerate(zip(items, cut_items)):
+            if index not in cut.truncated:
+                assert new is old
+        json.dumps(cut.value)  # still something to forward
+    # idempotent: what was truncated is within the limit, so nothing more happens
+    again = check_inputs(cut.value, field=shape.field, counter=counter, limit=limit, truncate=True)
+    assert again.over == () and again.truncated == () and again.value is cut.value
+    assert again.tokens == cut.tokens
