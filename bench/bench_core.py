@@ -8,7 +8,8 @@ Prints JSON:
   (its last message alone is 445,779 tokens, so the right answer is a block) and its history repeated
   8x (~253k tokens, trimmed), each as time and ratio to one tiktoken pass over the same text;
 * trimming time at 1x, 2x, 4x conversation length (must grow linearly: ratios near 2 and 4).
-Each figure is the best of several runs.
+Each figure is the best of several runs, with the count cache off: this measures counting and trimming
+themselves (bench_hot_path.py measures what the cache saves).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ sys.path.insert(0, str(ROOT))
 
 from budget_hook.budget import compute_budget
 from budget_hook.counting import TokenCounter
+from budget_hook.counting.cache import COUNT_CACHE
 from budget_hook.errors import CannotFitError
 from budget_hook.trimming import message_text, trim_request
 
@@ -60,6 +62,7 @@ def trim_time(counter: TokenCounter, request: dict, window: int) -> tuple[float,
 
 
 def main() -> None:
+    COUNT_CACHE.configure(0)  # every count from scratch
     counter = TokenCounter.for_model("gpt-4o")
     messages = json.loads(CONVERSATION.read_text())["messages"]
     full = {"model": "gpt-4o", "messages": messages}

@@ -20,7 +20,7 @@ import copy
 import json
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from budget_hook.budget import BudgetPolicy, compute_budget
@@ -31,11 +31,11 @@ from budget_hook.shapes.inputs import check_inputs
 from budget_hook.trimming import TrimPolicy, content_hash
 from budget_hook.trimming.structure import PROTECTED_ROLES, latest_turn_start
 
-from .conftest import CONVERSATIONS, conversation_request
+from .conftest import CONVERSATIONS, conversation_request, load_json
 from .test_anthropic_trim import CASSETTES as ANTHROPIC_CASSETTES
 from .test_anthropic_trim import REAL as ANTHROPIC_REAL
 from .test_responses_format import to_responses
-from .test_trimming import PNG_URL, WORDS, conversations, policies, text
+from .test_trimming import PNG_URL, WORDS, conversations, text
 
 GPT = TokenCounter.for_model("gpt-4o")
 CLAUDE = TokenCounter.for_model("claude-sonnet-4-5")
@@ -47,42 +47,81 @@ SETTINGS = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, He
 
 # --- bodies, per shape ----------------------------------------------------------------------------------
 
-REAL_CHAT = [conversation_request(path) for path in CONVERSATIONS]
+REAL_CHAT = [conversation_request(path) for path in CONVERSATIONS] + [
+    case["request"] for case in load_json("peer_cases/pydantic_ai_cassette_api_usage.json") if case["api"] == "openai_chat"]
 #: as tests/test_responses_format.py: without the 445k-token miniswe_gemini3_01 observation
 REAL_RESPONSES = [to_responses(conversation_request(path)) for path in CONVERSATIONS if "gemini3_01" not in path.stem]
+
+
+TOOL_SCHEMA = {"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}
+IMAGE_BLOCK = {"type": "image", "source": {"type": "url", "url": PNG_URL}}
+BREAKPOINT = {"type": "ephemeral"}
+
+
+@st.composite
+def anthropic_tool_result(draw, tool_use_id: str) -> dict:
+    result: dict = {"type": "tool_result", "tool_use_id": tool_use_id}
+    output = draw(text)
+    kind = draw(st.integers(0, 7))
+    if kind == 0:
+        result.update(is_error=True, content="Traceback: " + output)
+    elif kind == 1:
+        result["content"] = [{"type": "text", "text": output}]
+    elif kind == 2:  # a screenshot returned by the tool
+        result["content"] = [{"type": "text", "text": output}, IMAGE_BLOCK]
+    elif kind == 3:  # a prompt-cache breakpoint inside the result
+        result["content"] = [{"type": "text", "text": output, "cache_control": BREAKPOINT}]
+    else:
+        result["content"] = output
+    return result
 
 
 @st.composite
 def anthropic_bodies(draw):
     """Agent loops in Anthropic's format: tool_use/tool_result pairs, parallel calls, signed thinking, error
-    results, text sent along with tool results, images, string or block content, cache breakpoints."""
+    results, text sent along with tool results, images, documents, server tools, string or block content,
+    cache breakpoints, an assistant prefill."""
     body: dict = {"model": "claude-sonnet-4-5", "max_tokens": draw(st.sampled_from([256, 1024, 4096]))}
     system = draw(st.one_of(st.none(), text, st.lists(text.map(lambda t: {"type": "text", "text": t}), min_size=1,
                                                         max_size=2)))
+    if isinstance(system, list) and draw(st.booleans()):
+        system[-1]["cache_control"] = BREAKPOINT
     if system:
         body["system"] = system
     if draw(st.booleans()):
-        body["tools"] = [{"name": "read_file", "description": "Read a file", "input_schema": {
-            "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}]
+        body["tools"] = [{"name": "read_file", "description": "Read a file", "input_schema": TOOL_SCHEMA}]
+    if draw(st.integers(0, 4)) == 0:
+        body["thinking"] = {"type": "enabled", "budget_tokens": 1024}
     messages: list[dict] = []
     call_number = 0
     turns = draw(st.integers(1, 6))
     for turn in range(turns):
         prompt = draw(text)
-        if draw(st.booleans()):
+        shape = draw(st.integers(0, 5))
+        if shape <= 2:
             user: dict = {"role": "user", "content": prompt}
         else:
-            blocks = [{"type": "text", "text": prompt}]
-            if draw(st.integers(0, 5)) == 0:
-                blocks.append({"type": "image", "source": {"type": "url", "url": PNG_URL}})
+            blocks: list = [{"type": "text", "text": prompt}]
+            if shape == 4:
+                blocks.append(IMAGE_BLOCK)
+            elif shape == 5:
+                blocks.insert(0, {"type": "document", "source": {"type": "text", "media_type": "text/plain",
+                                                                  "data": draw(text)}, "title": "notes.txt"})
             user = {"role": "user", "content": blocks}
         messages.append(user)
         for _ in range(draw(st.integers(0, 3))):
-            assistant = []
-            if draw(st.integers(0, 3)) == 0:
+            assistant: list = []
+            thinking = draw(st.integers(0, 7))
+            if thinking <= 1:
                 assistant.append({"type": "thinking", "thinking": draw(text), "signature": "sig" * 30})
-            elif draw(st.integers(0, 7)) == 0:
+            elif thinking == 2:
                 assistant.append({"type": "redacted_thinking", "data": "EmwK" + "r" * 200})
+            elif thinking == 3:  # a server tool ran inside the assistant's turn
+                assistant.append({"type": "server_tool_use", "id": f"srvtoolu_{call_number}", "name": "web_search",
+                                  "input": {"query": "budget"}})
+                assistant.append({"type": "web_search_tool_result", "tool_use_id": f"srvtoolu_{call_number}",
+                                  "content": [{"type": "web_search_result", "title": "t", "url": PNG_URL,
+                                               "encrypted_content": "e" * 300}]})
             if draw(st.booleans()):
                 assistant.append({"type": "text", "text": draw(text)})
             ids = []
@@ -92,21 +131,12 @@ def anthropic_bodies(draw):
                 assistant.append({"type": "tool_use", "id": ids[-1], "name": "read_file",
                                   "input": {"path": f"f{call_number}.py"}})
             messages.append({"role": "assistant", "content": assistant})
-            results = []
-            for tool_use_id in ids:
-                result: dict = {"type": "tool_result", "tool_use_id": tool_use_id}
-                output = draw(text)
-                kind = draw(st.integers(0, 5))
-                if kind == 0:
-                    result["is_error"] = True
-                    result["content"] = "Traceback: " + output
-                elif kind == 1:
-                    result["content"] = [{"type": "text", "text": output}]
-                else:
-                    result["content"] = output
-                results.append(result)
-            if draw(st.integers(0, 4)) == 0:
+            results = [draw(anthropic_tool_result(tool_use_id)) for tool_use_id in ids]
+            extra = draw(st.integers(0, 5))
+            if extra == 0:  # text sent along with the results (a reminder, a follow-up)
                 results.append({"type": "text", "text": "<system-reminder>also check the logs</system-reminder>"})
+            elif extra == 1:
+                results.insert(0, {"type": "text", "text": draw(text)})
             messages.append({"role": "user", "content": results})
         if turn < turns - 1 or draw(st.booleans()):  # roles alternate: a turn ends with the assistant's answer
             answer = draw(text)
@@ -117,14 +147,15 @@ def anthropic_bodies(draw):
         content = messages[index]["content"]
         if isinstance(content, list):
             block = draw(st.integers(0, len(content) - 1))
-            content[block] = {**content[block], "cache_control": {"type": "ephemeral"}}
+            content[block] = {**content[block], "cache_control": BREAKPOINT}
     body["messages"] = messages
     return body
 
 
 @st.composite
 def responses_bodies(draw):
-    """Generated chat conversations as Responses items, with reasoning and built-in tool items sprinkled in."""
+    """Generated chat conversations as Responses items, with reasoning and built-in tool items sprinkled in,
+    short-hand messages (no ``type``, string content) and tool outputs given as content parts."""
     body = to_responses(draw(conversations()))
     items = []
     for item in body["input"]:
@@ -139,11 +170,38 @@ def responses_bodies(draw):
             elif choice == 2:
                 items.append({"type": "web_search_call", "id": f"ws_{len(items)}", "status": "completed",
                               "action": {"type": "search", "query": draw(text)[:200]}})
+        if item.get("type") == "message" and draw(st.integers(0, 3)) == 0:
+            item = {"role": item["role"], "content": "".join(p.get("text", "") for p in item["content"]) or "image"}
+        elif item.get("type") == "function_call_output" and draw(st.integers(0, 4)) == 0:
+            parts = [{"type": "input_text", "text": item["output"]}]
+            if draw(st.booleans()):
+                parts.append({"type": "input_image", "image_url": PNG_URL, "detail": "high"})
+            item = {**item, "output": parts}
         items.append(item)
     body["input"] = items
     if draw(st.integers(0, 4)) == 0:
         body["previous_response_id"] = "resp_123"
+    if draw(st.integers(0, 9)) == 0:
+        body["input"] = draw(text)  # a plain string: one user message
     return body
+
+
+#: the trimmer's knobs, varied (a knob must not break an invariant)
+trim_policies = st.builds(
+    TrimPolicy,
+    target_ratio=st.sampled_from([0.5, 0.9, 1.0]),
+    compact_tool_results=st.booleans(),
+    tool_result_keep_chars=st.sampled_from([0, 100, 500]),
+    tool_result_min_chars=st.sampled_from([0, 200, 1000]),
+    keep_recent_tool_results=st.integers(0, 4),
+    drop_old_turns=st.booleans(),
+    pin_first_user_message=st.booleans(),
+    shorten_assistant_messages=st.booleans(),
+    assistant_keep_chars=st.sampled_from([0, 100, 1000]),
+    assistant_min_chars=st.sampled_from([0, 300, 2000]),
+    edit_latest_turn_history=st.booleans(),
+    drop_old_images=st.booleans(),
+)
 
 
 words = st.builds(lambda w, n: " ".join(w) * n, st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
@@ -223,7 +281,6 @@ def check_trim(shape: ConversationShape, body, budget, policy: TrimPolicy):
         assert body == snapshot, "the input was mutated (on refusal)"
         assert exc.facts["tokens_after_trimming"] > budget.budget
         assert tokens_before > budget.budget
-        event("refused")
         return None
     assert body == snapshot, "the input was mutated"
     new, report = result.request, result.report
@@ -233,11 +290,8 @@ def check_trim(shape: ConversationShape, body, budget, policy: TrimPolicy):
     assert report.tokens_before == tokens_before
     assert report.changed == (tokens_before > budget.budget)
     if not report.changed:
-        event("unchanged")
         assert new is body and report.actions == ()
         return result
-    event("trimmed " + ",".join(sorted({a.action for a in report.actions})) + " notes=" + ",".join(report.notes))
-    event("problems-before" if shape.problems(body) else "wellformed")
     # (2) a well-formed body stays well-formed
     if shape.problems(body) == []:
         assert shape.problems(new) == []
@@ -259,18 +313,17 @@ def check_trim(shape: ConversationShape, body, budget, policy: TrimPolicy):
 
 
 @pytest.mark.parametrize("shape", CONVERSATION_SHAPES, ids=shape_id)
-@settings(max_examples=2000, **SETTINGS)
-@given(data=st.data(), fraction=st.floats(0.05, 1.1), policy=policies)
+@settings(max_examples=3000, **SETTINGS)
+@given(data=st.data(), fraction=st.floats(0.05, 1.1), policy=trim_policies)
 def test_trimming_invariants(shape, data, fraction, policy):
     body = draw_body(data, shape)
     total = shape.count(body, COUNTERS[shape.name])
-    event("tokens<1k" if total < 1000 else "tokens<10k" if total < 10000 else "tokens>=10k")
     check_trim(shape, body, budget_of(int(total * fraction)), policy)
 
 
 @pytest.mark.parametrize("shape", CONVERSATION_SHAPES, ids=shape_id)
-@settings(max_examples=1500, **SETTINGS)
-@given(data=st.data(), first=st.floats(0.05, 1.1), second=st.floats(0.05, 1.1), policy=policies)
+@settings(max_examples=2000, **SETTINGS)
+@given(data=st.data(), first=st.floats(0.05, 1.1), second=st.floats(0.05, 1.1), policy=trim_policies)
 def test_a_larger_budget_never_keeps_fewer_tokens(shape, data, first, second, policy):
     """(6): tokens kept grow with the budget; a budget that fits makes every larger one fit too."""
     body = draw_body(data, shape)
@@ -296,7 +349,7 @@ def split_inputs(value) -> tuple[list, bool]:
 
 
 @pytest.mark.parametrize("shape", INPUTS_SHAPES, ids=shape_id)
-@settings(max_examples=2000, **SETTINGS)
+@settings(max_examples=300, **SETTINGS)
 @given(data=st.data(), fraction=st.floats(0.05, 1.1))
 def test_inputs_invariants(shape, data, fraction):
     body = draw_body(data, shape)
@@ -306,7 +359,6 @@ def test_inputs_invariants(shape, data, fraction):
     items, single = split_inputs(value)
     fresh = [shape.count({shape.field: item}, counter) for item in items]
     limit = max(1, int(max(fresh) * fraction))
-    event(f"single={single} n={len(items)}")
 
     plain = check_inputs(value, field=shape.field, counter=counter, limit=limit)
     assert body == snapshot, "the input was mutated"
