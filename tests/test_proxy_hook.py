@@ -501,3 +501,31 @@ def test_every_place_text_can_hide_counts_towards_the_offload_size(body):
 def test_approximate_size_ignores_metadata_and_stops_early():
     assert approximate_size({"metadata": {"x": "y" * 10_000}, "messages": []}, 100) == 0
     assert 100 <= approximate_size({"messages": [{"content": "x" * 50}] * 1000}, 100) < 1000  # stopped early
+
+
+def test_dropped_content_of_native_shapes_is_their_real_text():
+    """With log_dropped_content, /v1/messages and /v1/responses records carry the text of what left, from
+    the native blocks and items (it used to be empty for /v1/messages)."""
+    anthropic = anthropic_body()
+    out = run_hook(claude_plugin(log_dropped_content=True), anthropic, call_type="anthropic_messages")
+    content = out["litellm_metadata"]["budget_hook"]["dropped_content"]
+    assert content and all(entry["content"] for entry in content)
+    assert content[0]["content"].startswith("q0 lorem ipsum")
+    assert "dropped_content" not in out["litellm_metadata"]["spend_logs_metadata"]["budget_hook"]
+    items = [{"role": "user", "content": "q0 " + "lorem ipsum " * 300},
+             {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"},
+             {"type": "function_call_output", "call_id": "c1", "output": "r0 " + "dolor " * 300},
+             {"role": "user", "content": "last"}]
+    out = run_hook(make_plugin(800, log_dropped_content=True), {"model": "g", "input": items}, call_type="aresponses")
+    texts = [entry["content"] for entry in out["litellm_metadata"]["budget_hook"]["dropped_content"]]
+    assert any(t.startswith("q0 lorem") for t in texts) and any(t.startswith("r0 dolor") for t in texts)
+
+
+def test_responses_blocks_name_the_responses_fields():
+    data = {"model": "g", "input": "word " * 6000}
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        run_hook(make_plugin(), data, call_type="aresponses")
+    assert caught.value.param == "input" and caught.value.code == "context_length_exceeded"
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        run_hook(make_plugin(), {"model": "g", "input": "hi", "max_output_tokens": 3990}, call_type="aresponses")
+    assert caught.value.param == "max_output_tokens"

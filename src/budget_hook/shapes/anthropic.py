@@ -37,7 +37,7 @@ from ..counting import TokenCounter, canonical_json
 from ..errors import MalformedRequestError
 from ..trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .anthropic_blocks import convert_message, current_turn_start, envelope, tool_result_content
-from .base import ConversationShape, View, touched_item
+from .base import ConversationShape, View, touched_item, view_decisions
 
 CACHE_PREFIX_NOTE = "cache_prefix_rewritten"
 IMAGE_PLACEHOLDER = "[budget_hook: image removed by the gateway to fit the context budget]"
@@ -190,9 +190,7 @@ def _kind(block: Any) -> Any:
 
 def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str, Any]:
     """Carry the view's decisions over to the native messages and blocks."""
-    actions = {action.index: action for action in result.report.actions}
-    kept = [i for i in range(len(view.refs)) if i not in actions or actions[i].action != "dropped"]
-    edited_views = dict(zip(kept, result.request["messages"], strict=True))
+    actions, edited_views = view_decisions(view, result)
     native = body["messages"]
     removed_messages: set[int] = set()
     replaced_messages: dict[int, Any] = {}

@@ -48,6 +48,14 @@ def touched_item(body: Mapping[str, Any], key: str, action: MessageAction) -> Ma
     return item
 
 
+def view_decisions(view: View, result: TrimResult) -> tuple[dict[int, MessageAction], dict[int, Mapping[str, Any]]]:
+    """What the trimmer decided on a view: the action per view index, and each surviving view message in
+    its final (possibly edited) form, by view index: what a shape's ``apply`` writes back."""
+    actions = {action.index: action for action in result.report.actions}
+    kept = [i for i in range(len(view.refs)) if i not in actions or actions[i].action != "dropped"]
+    return actions, dict(zip(kept, result.request["messages"], strict=True))
+
+
 @dataclass(frozen=True)
 class Shape:
     """Everything common to every request shape."""

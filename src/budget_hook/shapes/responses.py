@@ -29,7 +29,7 @@ from ..budget import OUTPUT_TOKEN_FIELDS, Budget
 from ..counting import TokenCounter, canonical_json
 from ..errors import MalformedRequestError
 from ..trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text
-from .base import ConversationShape, View, touched_item
+from .base import ConversationShape, View, touched_item, view_decisions
 
 SERVER_HISTORY_NOTE = "server_side_history_not_counted"
 _ROLES = ("user", "assistant", "system", "developer")
@@ -188,9 +188,7 @@ WRITERS = {"compacted": _compacted, "images_removed": _images_removed, "shortene
 
 
 def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str, Any]:
-    actions = {action.index: action for action in result.report.actions}
-    kept = [i for i in range(len(view.refs)) if actions.get(i) is None or actions[i].action != "dropped"]
-    edited_views = dict(zip(kept, result.request["messages"], strict=True))
+    actions, edited_views = view_decisions(view, result)
     items = body["input"]
     dropped: set[int] = set()
     replaced: dict[int, Mapping[str, Any]] = {}
