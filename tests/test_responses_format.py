@@ -11,8 +11,13 @@ from hypothesis import strategies as st
 from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError, MalformedRequestError
-from budget_hook.shapes.responses import (SERVER_HISTORY_NOTE, build_view, count_responses, responses_pairing_problems,
-                                          trim_responses)
+from budget_hook.shapes.responses import (
+    SERVER_HISTORY_NOTE,
+    build_view,
+    count_responses,
+    responses_pairing_problems,
+    trim_responses,
+)
 from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy
 
 from .conftest import CONVERSATIONS, conversation_request
@@ -84,9 +89,15 @@ def check(body, budget, policy=TrimPolicy()):
     users = [i for i, item in enumerate(body["input"]) if item.get("role") == "user"]
     if users:
         assert body["input"][users[-1]] in new["input"]
-    for item in body["input"]:
-        if item.get("type") == "reasoning" and item in new["input"]:
-            continue
+    # reasoning items are never edited: each one survives identical or leaves with its turn
+    original_reasoning = [item for item in body["input"] if item.get("type") == "reasoning"]
+    kept_reasoning = [item for item in new["input"] if item.get("type") == "reasoning"]
+    for item in kept_reasoning:
+        assert item in original_reasoning, f"reasoning item {item.get('id')!r} was edited"
+    for item in original_reasoning:
+        if item.get("id") is not None:
+            assert all(kept == item for kept in kept_reasoning if kept.get("id") == item["id"])
+    assert len(kept_reasoning) <= len(original_reasoning)
     for action in result.report.actions:
         item = body["input"][action.index]
         assert action.role == (item.get("role") or item.get("type"))

@@ -237,7 +237,7 @@ def test_every_registered_shape_has_test_bodies():
     assert not names - set(BODIES), f"add body strategies for the new shape(s) {sorted(names - set(BODIES))}"
     assert not names - set(COUNTERS), f"add a counter for the new shape(s) {sorted(names - set(COUNTERS))}"
     assert not set(BODIES) - names, f"bodies for shapes no longer registered: {sorted(set(BODIES) - names)}"
-    assert {shape.kind for shape in SHAPES.shapes} == {"conversation", "inputs"}
+    # a shape of a new kind would escape both harnesses below
     assert len(CONVERSATION_SHAPES) + len(INPUTS_SHAPES) == len(SHAPES.shapes)
 
 
@@ -313,7 +313,7 @@ def check_trim(shape: ConversationShape, body, budget, policy: TrimPolicy):
 
 
 @pytest.mark.parametrize("shape", CONVERSATION_SHAPES, ids=shape_id)
-@settings(max_examples=3000, **SETTINGS)
+@settings(max_examples=400, **SETTINGS)
 @given(data=st.data(), fraction=st.floats(0.05, 1.1), policy=trim_policies)
 def test_trimming_invariants(shape, data, fraction, policy):
     body = draw_body(data, shape)
@@ -322,7 +322,7 @@ def test_trimming_invariants(shape, data, fraction, policy):
 
 
 @pytest.mark.parametrize("shape", CONVERSATION_SHAPES, ids=shape_id)
-@settings(max_examples=2000, **SETTINGS)
+@settings(max_examples=250, **SETTINGS)
 @given(data=st.data(), first=st.floats(0.05, 1.1), second=st.floats(0.05, 1.1), policy=trim_policies)
 def test_a_larger_budget_never_keeps_fewer_tokens(shape, data, first, second, policy):
     """(6): tokens kept grow with the budget; a budget that fits makes every larger one fit too."""
@@ -334,7 +334,10 @@ def test_a_larger_budget_never_keeps_fewer_tokens(shape, data, first, second, po
         kept_small = shape.trim(body, counter=counter, budget=budget_of(small), policy=policy).report.tokens_after
     except CannotFitError:
         return
-    kept_large = shape.trim(body, counter=counter, budget=budget_of(large), policy=policy).report.tokens_after
+    try:
+        kept_large = shape.trim(body, counter=counter, budget=budget_of(large), policy=policy).report.tokens_after
+    except CannotFitError:
+        pytest.fail(f"a budget of {large} tokens is refused although {small} fits")
     assert kept_large >= kept_small
 
 
@@ -349,7 +352,7 @@ def split_inputs(value) -> tuple[list, bool]:
 
 
 @pytest.mark.parametrize("shape", INPUTS_SHAPES, ids=shape_id)
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=500, **SETTINGS)
 @given(data=st.data(), fraction=st.floats(0.05, 1.1))
 def test_inputs_invariants(shape, data, fraction):
     body = draw_body(data, shape)
