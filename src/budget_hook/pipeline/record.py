@@ -144,8 +144,10 @@ class DecisionRecord:
         if self.budget is not None:
             record["budget"] = dict(self.budget)
         if self.counts is not None:
+            # the action entries are shared, not copied: a long trim reports hundreds of them, and the record
+            # is frozen (nothing writes to them)
             record.update(target=self.target, counts=dict(self.counts), dropped_turns=list(self.dropped_turns or ()),
-                          actions=[dict(a) for a in self.actions or ()])
+                          actions=list(self.actions or ()))
         if self.protected_tokens is not None:
             record["protected_tokens"] = dict(self.protected_tokens)
         if self.notes:

@@ -34,7 +34,7 @@ from litellm.integrations.custom_logger import CustomLogger
 from ..budget import ModelLimits
 from ..counting.cache import COUNT_CACHE
 from ..errors import PolicyError
-from ..pipeline import BudgetRequest, Caller, DecisionRecord, InternalFailure, decide
+from ..pipeline import BudgetRequest, Caller, Decision, DecisionRecord, InternalFailure, decide
 from ..policy import PluginSettings, load_settings
 from ..shapes import SHAPES
 from .client_input import SETTINGS_NAME, read_client_input
@@ -143,18 +143,23 @@ class BudgetHookPlugin(CustomLogger):
             return None  # no model group: the proxy itself answers this one
         key = shape.metadata_key
         request: BudgetRequest | None = None
+        decision: Decision | None = None
         try:
             request = BudgetRequest(shape=shape, body=data, model_group=group, limits=self.model_limits(group),
                                     caller=caller_of(user_api_key_dict), client=read_client_input(data, key))
             budget_request = request
             decision = await self.offloader.run(lambda: decide(budget_request, self.settings), data)
+            if decision.action == "skipped":
+                return None
+            record = DecisionRecord.build(decision, request)
         except Exception as exc:  # the plugin's own failure: never blame the client for it
-            fail_mode = exc.fail_mode if isinstance(exc, InternalFailure) else str(
-                self.settings.layers.base.get("fail_mode", "open"))
+            if isinstance(exc, InternalFailure):
+                fail_mode = exc.fail_mode
+            elif decision is not None:
+                fail_mode = decision.resolved.policy.fail_mode
+            else:
+                fail_mode = str(self.settings.layers.base.get("fail_mode", "open"))
             return self._internal_failure(exc, data, key, fail_mode, request)
-        if decision.action == "skipped":
-            return None
-        record = DecisionRecord.build(decision, request)
         self.records.remember(data.get("litellm_call_id"), record)
         _attach(data, key, record)
         if decision.action == "blocked":
