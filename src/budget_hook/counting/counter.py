@@ -147,7 +147,7 @@ class TokenCounter:
 
         Text (role, content, names, call arguments) is scaled by the profile's safety factor; framing
         constants and media (priced by the provider's own formula) are not. Text-only messages of some
-        size are cached by content hash (``count_cache``): a resent history is not tokenized again.
+        size are cached by content hash (``counting.cache``): a resent history is not tokenized again.
         """
         key = self._cache_key(message, pad_system)
         if key is not None:
