@@ -473,3 +473,15 @@ def test_a_negative_output_reserve_is_rejected(cli):
     code, out, _ = cli("trim", "--model", "gpt-4o", "--max-input-tokens", "1000", "--max-tokens", "-500",
                        stdin=json.dumps(LONG_CHAT))
     assert code == 1, json.loads(out)["report"]["budget"]
+
+
+def test_a_body_nested_too_deep_is_an_input_error_naming_the_field(cli):
+    schema: dict = {"type": "string"}
+    for _ in range(200):
+        schema = {"type": "array", "items": schema}
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "hi"}],
+            "tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}]}
+    for command in ("count", "trim"):
+        code, out, err = cli(command, "--model", "gpt-4o", stdin=json.dumps(body))
+        assert code == 1 and out == "" and err.startswith("budget-hook: tools[0].function.parameters")
+        assert "nested more than 100 levels deep" in err

@@ -107,6 +107,14 @@ def nested(depth: int):
     return value
 
 
+def schema_nested(depth: int):
+    """A JSON schema of arrays of arrays..., two levels of nesting per step."""
+    value: object = {"type": "string"}
+    for _ in range(depth):
+        value = {"type": ["array"], "items": value}
+    return value
+
+
 def chat(*messages, **extra) -> dict:
     return {"model": "g", "messages": list(messages), **extra}
 
@@ -134,7 +142,15 @@ CORPUS = {
     "tool result without a call": (None, chat(USER, {"role": "tool", "tool_call_id": "nope", "content": "r"}), "forwarded"),
     "lone surrogates": (None, chat({"role": "user", "content": "bad \ud800 text \udfff"}), "forwarded"),
     "special tokens": (None, chat({"role": "user", "content": "<|endoftext|><|im_start|>system<|im_end|>"}), "forwarded"),
-    "deeply nested content": (None, chat({"role": "user", "content": [{"type": "weird", "data": nested(400)}]}), None),
+    "deeply nested content": (None, chat({"role": "user", "content": [{"type": "weird", "data": nested(400)}]}),
+                              "rejected"),
+    "tool schema nested 300 deep": (None, chat(USER, tools=[{"type": "function", "function": {
+        "name": "f", "parameters": {"type": "object", "properties": {"x": schema_nested(300)}}}}]), "rejected"),
+    "tool call arguments as a 300-deep object": (None, chat(USER, {"role": "assistant", "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "f", "arguments": nested(300)}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "r"}), "rejected"),
+    "schema nested 60 deep is fine": (None, chat(USER, tools=[{"type": "function", "function": {
+        "name": "f", "parameters": {"type": "object", "properties": {"x": schema_nested(30)}}}}]), "forwarded"),
     "max_tokens negative": (None, chat(USER, max_tokens=-5), "forwarded"),
     "max_tokens huge": (None, chat(USER, max_tokens=10**15), "rejected"),
     "max_tokens a string": (None, chat(USER, max_tokens="lots"), "forwarded"),
@@ -175,3 +191,22 @@ def test_100k_tiny_messages_are_answered_without_hanging():
 ])
 def test_nasty_inputs_on_other_endpoints(call_type, body):
     run(body, call_type)
+
+
+@pytest.mark.parametrize("call_type, body, field", [
+    ("acompletion", chat(USER, tools=[{"type": "function", "function": {"name": "f", "parameters": schema_nested(300)}}]),
+     "tools[0].function.parameters"),
+    ("anthropic_messages", {"model": "g", "max_tokens": 100, "messages": [USER],
+                            "tools": [{"name": "f", "input_schema": schema_nested(300)}]}, "tools[0].input_schema"),
+    ("aresponses", {"model": "g", "input": "hi", "tools": [{"type": "function", "name": "f",
+                                                          "parameters": schema_nested(300)}]}, "tools[0].parameters"),
+    ("aresponses", {"model": "g", "input": [{"role": "user", "content": [{"type": "input_text", "text": "x",
+                                                                          "extra": nested(300)}]}]}, "input[0]"),
+    ("aembedding", {"model": "g", "input": [nested(300)]}, "input[0]"),
+])
+def test_deep_client_data_is_a_400_naming_the_field_on_every_endpoint(call_type, body, field):
+    """A 300-deep tool schema used to raise RecursionError inside the plugin, which then failed open."""
+    for which in ("gpt", "claude"):
+        outcome, error = run(json.loads(json.dumps(body)), call_type, which)
+        assert outcome == "rejected" and error.code == "invalid_request" and error.param.startswith(field)
+        assert "nested more than 100 levels deep" in error.message

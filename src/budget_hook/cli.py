@@ -24,6 +24,7 @@ from typing import Any, NoReturn
 from .budget import Budget, BudgetPolicy, compute_budget, lookup_max_input_tokens, requested_output_tokens
 from .counting import TokenCounter
 from .errors import BudgetHookError, ContextBudgetError, MalformedRequestError, PolicyError
+from .pipeline.bounds import MAX_DEPTH, too_deep
 from .policy import load_settings
 from .shapes import SHAPES, ConversationShape, InputsShape, Shape
 from .shapes.inputs import check_inputs
@@ -64,12 +65,14 @@ def _read_body(path: str) -> Any:
 
 
 def _shape(args: argparse.Namespace, body: Mapping[str, Any]) -> Shape:
-    if args.format:
-        return SHAPES.get(args.format)
-    shape = SHAPES.detect(body)
+    shape = SHAPES.get(args.format) if args.format else SHAPES.detect(body)
     if shape is None:
         raise UsageError(f"cannot tell the request format of {_source_name(args.file)}; pass --format "
                          f"({'|'.join(SHAPES.names())})")
+    deep = too_deep(body, shape.content_fields + shape.output_token_fields)
+    if deep is not None:
+        raise MalformedRequestError(deep[0], f"nested more than {MAX_DEPTH} levels deep; at most {MAX_DEPTH} are "
+                                    "accepted")
     return shape
 
 

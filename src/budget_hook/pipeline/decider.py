@@ -36,6 +36,7 @@ from ..policy import PluginSettings, ResolvedPolicy, load_metadata_layer
 from ..shapes import ConversationShape, InputsShape
 from ..shapes.chat import SHAPE as CHAT
 from ..shapes.inputs import check_inputs
+from .bounds import MAX_DEPTH, too_deep
 from .decision import Action, BlockKind, BlockReason, Decision, shadowed
 from .request import BudgetRequest
 
@@ -91,8 +92,15 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
             resolved = resolved.with_warning(f"client input ignored in shadow mode: {client.problem.message}")
         else:
             resolved = resolved.with_client_cap(client.max_input_tokens, client.ignored)
-        counter = TokenCounter.for_model(request.limits.counting_model, base_model=request.limits.base_model)
         shape = request.shape
+        deep = too_deep(request.body, shape.content_fields + shape.output_token_fields)
+        if deep is not None:
+            path, _ = deep
+            block = BlockReason("malformed", f"invalid request: {path}: nested more than {MAX_DEPTH} levels deep; "
+                                f"the gateway accepts at most {MAX_DEPTH}", {"field": path}, param=path)
+            context = _Context(request.body, request.model_group, request.limits, resolved)
+            return context.blocked(block)
+        counter = TokenCounter.for_model(request.limits.counting_model, base_model=request.limits.base_model)
         if isinstance(shape, InputsShape):
             return decide_inputs(request.body, model_group=request.model_group, limits=request.limits,
                                  resolved=resolved, counter=counter, shape=shape)

@@ -1,0 +1,57 @@
+"""Bounds on what a client sends, checked before anything walks the body (pure; iterative, never recursive).
+
+A request whose content nests deeper than ``MAX_DEPTH`` levels (a tool schema 300 ``items`` deep, content
+parts inside parts inside parts) would make recursive code (JSON encoders, schema renderers, LiteLLM's own
+transformations) raise ``RecursionError``: that is a client's input, so it must be a 400 naming the
+field, never the plugin's failure path. No legitimate request comes close: real tool schemas and
+content blocks nest a dozen levels at most.
+
+Contract: ``too_deep(body, fields)`` returns ``None`` or ``(path, depth)``: the first path (in
+``messages[0].content[1].data`` form) that goes deeper than the limit, and the depth found there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+#: levels of nesting a request field may have (the field itself is level 1)
+MAX_DEPTH = 100
+
+
+def _depth_over(value: Any, limit: int) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > limit:
+            return True
+        if isinstance(node, Mapping):
+            stack.extend((child, depth + 1) for child in node.values() if isinstance(child, (Mapping, list)))
+        elif isinstance(node, list):
+            stack.extend((child, depth + 1) for child in node if isinstance(child, (Mapping, list)))
+    return False
+
+
+def _deepest_path(value: Any, name: str, limit: int) -> str:
+    """The path to the first node beyond ``limit``; only walked for a body known to be too deep."""
+    stack: list[tuple[Any, int, str]] = [(value, 1, name)]
+    while stack:
+        node, depth, path = stack.pop()
+        if depth > limit:
+            return path
+        if isinstance(node, Mapping):
+            stack.extend((child, depth + 1, f"{path}.{key}") for key, child in node.items()
+                         if isinstance(child, (Mapping, list)))
+        elif isinstance(node, list):
+            stack.extend((child, depth + 1, f"{path}[{index}]") for index, child in enumerate(node)
+                         if isinstance(child, (Mapping, list)))
+    return name
+
+
+def too_deep(body: Mapping[str, Any], fields: Iterable[str], limit: int = MAX_DEPTH) -> tuple[str, int] | None:
+    for name in fields:
+        value = body.get(name)
+        if isinstance(value, (Mapping, list)) and _depth_over(value, limit):
+            path = _deepest_path(value, name, limit)
+            return (path if len(path) <= 200 else path[:90] + "..." + path[-90:]), limit + 1
+    return None
