@@ -210,3 +210,32 @@ def test_deep_client_data_is_a_400_naming_the_field_on_every_endpoint(call_type,
         outcome, error = run(json.loads(json.dumps(body)), call_type, which)
         assert outcome == "rejected" and error.code == "invalid_request" and error.param.startswith(field)
         assert "nested more than 100 levels deep" in error.message
+
+
+@pytest.mark.parametrize("call_type, body, field", [
+    ("acompletion", chat(USER, extra_body={"messages": [{"role": "user", "content": "word " * 6000}]}),
+     "extra_body.messages"),
+    ("acompletion", chat(USER, extra_body={"tools": []}), "extra_body.tools"),
+    ("aresponses", {"model": "g", "input": "hi", "extra_body": {"input": "word " * 6000}}, "extra_body.input"),
+    ("aembedding", {"model": "g", "input": "hi", "extra_body": {"input": ["word " * 6000]}}, "extra_body.input"),
+    ("anthropic_messages", {"model": "g", "max_tokens": 10, "messages": [USER],
+                            "extra_body": {"system": "word " * 6000}}, "extra_body.system"),
+])
+def test_content_in_extra_body_is_a_400_naming_it(call_type, body, field):
+    """LiteLLM merges extra_body after the hook: content there used to replace what was counted."""
+    outcome, error = run(body, call_type)
+    assert outcome == "rejected" and error.param == field and "at the top level" in error.message
+
+
+def test_an_output_allowance_in_extra_body_or_as_a_float_is_reserved():
+    from budget_hook.budget import requested_output_tokens
+
+    assert requested_output_tokens({"max_tokens": 3000.0}) == 3000
+    assert requested_output_tokens({"max_tokens": 2999.5}) == 3000
+    assert requested_output_tokens({"max_tokens": 100, "extra_body": {"max_tokens": 3500}}) == 3500
+    assert requested_output_tokens({"max_tokens": float("inf")}) is None
+    assert requested_output_tokens({"max_tokens": True}) is None
+    outcome, error = run(chat(USER, max_tokens=3990.0))
+    assert outcome == "rejected" and error.param == "max_tokens"
+    outcome, error = run(chat(USER, extra_body={"max_tokens": 3990}))
+    assert outcome == "rejected" and error.param == "max_tokens"

@@ -167,3 +167,40 @@ def test_policy_as_dict_round_trips():
     assert Policy.from_fields(policy.as_dict()) == policy
     with pytest.raises(PolicyError, match="unknown policy setting"):
         Policy.from_fields({"budget": {}})
+
+
+def test_yaml_off_is_the_mode_off_and_booleans_are_not_numbers():
+    assert load_settings({"mode": False}).layers.base["mode"] == "off"  # YAML: mode: off
+    assert load_settings({"teams": {"t": {"mode": False}}}).layers.teams["t"]["mode"] == "off"
+    with pytest.raises(PolicyError, match="fail_mode: Input should be 'open' or 'closed' .got 'off'"):
+        load_settings({"fail_mode": False})
+    for name in ("max_input_tokens", "default_max_input_tokens", "output_reserve_min", "tool_result_keep_chars"):
+        with pytest.raises(PolicyError, match=f"{name}: Value error, expected a number, got a boolean"):
+            load_settings({name: True})
+    with pytest.raises(PolicyError, match="safety_margin_ratio: Value error, expected a number, got a boolean"):
+        load_settings({"safety_margin_ratio": False})
+    with pytest.raises(PolicyError, match="count_cache_entries: Value error, expected a number"):
+        load_settings({"count_cache_entries": True})
+    with pytest.raises(PolicyError, match="expected a number"):
+        load_metadata_layer({"max_input_tokens": True}, where="key_metadata.budget_hook")
+    assert load_settings({"max_input_tokens": "4000"}).layers.base["max_input_tokens"] == 4000  # os.environ/VAR
+
+
+def test_aliases_match_overrides_only_when_the_operator_opts_in():
+    from budget_hook.budget import ModelLimits
+    from budget_hook.pipeline import BudgetRequest, Caller, decide
+    from budget_hook.shapes import SHAPES
+
+    body = {"model": "g", "messages": [{"role": "user", "content": "hi"}]}
+    caller = Caller(team_id="team-7", team_alias="strict", key_alias="vip", key_hash="hash-1")
+    request = BudgetRequest(SHAPES.get("chat"), body, "g", ModelLimits(4000, "test", "gpt-4o"), caller)
+    overrides = {"teams": {"strict": {"max_input_tokens": 100}, "team-7": {"max_input_tokens": 900}},
+                 "keys": {"vip": {"max_input_tokens": 50}, "hash-1": {"max_input_tokens": 800}}}
+    sources = decide(request, load_settings(overrides)).resolved.sources
+    assert sources == ("config", "teams[team-7]", "keys[hash-1]")
+    opted = decide(request, load_settings({**overrides, "match_team_alias": True, "match_key_alias": True}))
+    assert opted.resolved.sources == ("config", "teams[team-7]", "keys[vip]")  # the id first, then the alias
+    only_aliases = {"teams": {"strict": {"max_input_tokens": 100}}, "keys": {"vip": {"max_input_tokens": 50}}}
+    assert decide(request, load_settings(only_aliases)).resolved.sources == ("config",)
+    assert decide(request, load_settings({**only_aliases, "match_team_alias": True})).resolved.sources == (
+        "config", "teams[strict]")

@@ -147,7 +147,7 @@ def test_client_metadata_that_is_not_an_object_gets_a_400():
 def test_team_and_key_from_the_auth_object_apply():
     user = UserAPIKeyAuth(team_id="t-1", team_alias="ml", key_alias="bot",
                           team_metadata={"budget_hook": {"max_input_tokens": 900}})
-    out = run_hook(make_plugin(teams={"ml": {"max_input_tokens": 1200}}), long_chat(), user=user)
+    out = run_hook(make_plugin(teams={"ml": {"max_input_tokens": 1200}}, match_team_alias=True), long_chat(), user=user)
     record = out["metadata"]["budget_hook"]
     assert record["budget"]["budget"] == 900 and record["team_alias"] == "ml" and record["key_alias"] == "bot"
     assert record["policy_sources"] == ["config", "teams[ml]", "team_metadata"]
@@ -248,7 +248,7 @@ def test_team_fail_mode_applies_even_when_the_fault_comes_early(monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("injected fault")
     monkeypatch.setattr(pipeline_decide, "decide_conversation", broken)
-    plugin = make_plugin(teams={"strict": {"fail_mode": "closed"}})
+    plugin = make_plugin(teams={"strict": {"fail_mode": "closed"}}, match_team_alias=True)
     with pytest.raises(BudgetHookHTTPError) as caught:
         run_hook(plugin, long_chat(), user=UserAPIKeyAuth(team_alias="strict"))
     assert caught.value.status_code == 503
@@ -529,3 +529,19 @@ def test_responses_blocks_name_the_responses_fields():
     with pytest.raises(BudgetHookHTTPError) as caught:
         run_hook(make_plugin(), {"model": "g", "input": "hi", "max_output_tokens": 3990}, call_type="aresponses")
     assert caught.value.param == "max_output_tokens"
+
+
+def test_the_plugin_listed_twice_decides_once():
+    """LiteLLM runs every callbacks entry; a second pass over an already trimmed body used to overwrite the
+    record (headers said pass for a request trimmed from 6k)."""
+    plugin = make_plugin()
+    data = long_chat()
+    out = run_hook(plugin, data)
+    assert out["metadata"]["budget_hook"]["action"] == "trimmed"
+    assert run_hook(plugin, out) is None  # the second entry: nothing to do
+    assert decision_headers(plugin, out)["x-budget-decision"] == "trimmed"
+    # the same call id on a new body (a client may send x-litellm-call-id) is decided again, not skipped
+    again = {**long_chat(), "litellm_call_id": out["litellm_call_id"]}
+    forged = {**again, "metadata": {"budget_hook": dict(out["metadata"]["budget_hook"])}}
+    assert run_hook(plugin, forged)["metadata"]["budget_hook"]["action"] == "trimmed"
+    assert run_hook(plugin, again)["metadata"]["budget_hook"]["action"] == "trimmed"

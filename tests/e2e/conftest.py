@@ -33,6 +33,8 @@ UPSTREAM_MODELS = {"gpt-4o-4k": 4000, "gpt-4o-6k": 6000, "gpt-4o-8k": 8000, "gpt
 
 BUDGET_HOOK_SETTINGS = {
     "mode": "enforce",
+    "match_team_alias": True,  # the "strict" team and the "pinned-key" key are matched by alias
+    "match_key_alias": True,
     "models": {"shadowed": {"mode": "shadow"}},
     "teams": {
         "strict": {"max_input_tokens": 1500},      # matched by team alias

@@ -79,19 +79,28 @@ OUTPUT_TOKEN_FIELDS = ("max_completion_tokens", "max_tokens", "max_output_tokens
 
 
 def requested_output_tokens(request: Mapping[str, Any], fields: tuple[str, ...] = OUTPUT_TOKEN_FIELDS) -> int | None:
-    """The output allowance a request asks for: the largest of its output-token ``fields`` present
-    (each request shape declares its own; the default covers chat, Anthropic and Responses).
+    """The output allowance a request asks for: the largest of its output-token ``fields`` present, at the
+    top level or in ``extra_body`` (which LiteLLM merges into the provider request); each request shape
+    declares its own fields.
 
     The largest, because which one reaches the provider depends on the provider mapping (LiteLLM maps
     both to Anthropic's single ``max_tokens``), and reserving less than what is sent would let input +
-    output overflow the window. Returns None when absent; a value that is not a non-negative integer is
-    left for the provider to reject (we do not guess), and is reported as None here.
+    output overflow the window. A number is read as the provider reads it (``3000.0`` is 3,000; a fraction
+    rounds up). Returns None when absent; a value that is not a non-negative number is left for the
+    provider to reject (we do not guess), and is reported as None here.
     """
-    values = [
-        value for key in fields
-        if isinstance(value := request.get(key), int) and not isinstance(value, bool) and value >= 0
-    ]
+    extra = request.get("extra_body")
+    sources = (request, extra) if isinstance(extra, Mapping) else (request,)
+    values = [tokens for source in sources for key in fields if (tokens := _tokens(source.get(key))) is not None]
     return max(values) if values else None
+
+
+def _tokens(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return math.ceil(value) if value >= 0 else None
 
 
 def compute_budget(window: int, *, requested_output_tokens: int | None = None,

@@ -6,6 +6,10 @@ transformations) raise ``RecursionError``: that is a client's input, so it must 
 field, never the plugin's failure path. No legitimate request comes close: real tool schemas and
 content blocks nest a dozen levels at most.
 
+``hidden_content(body)`` names content sent inside ``extra_body``: LiteLLM merges ``extra_body`` into the
+provider request *after* the pre-call hook, so ``extra_body.messages`` (or ``tools``, ``input``,
+``system``...) would replace or add to what was counted. Such a request is ambiguous: a 400 names the field.
+
 Contract: ``too_deep(body, fields)`` returns ``None`` or ``(path, depth)``: the first path (in
 ``messages[0].content[1].data`` form) that goes deeper than the limit, and the depth found there.
 """
@@ -14,6 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from typing import Any
+
+from ..shapes import SHAPES
 
 #: levels of nesting a request field may have (the field itself is level 1)
 MAX_DEPTH = 100
@@ -55,3 +61,15 @@ def too_deep(body: Mapping[str, Any], fields: Iterable[str], limit: int = MAX_DE
             path = _deepest_path(value, name, limit)
             return (path if len(path) <= 200 else path[:90] + "..." + path[-90:]), limit + 1
     return None
+
+
+#: every field any request shape reads content from
+CONTENT_FIELDS = frozenset(SHAPES.content_fields()) | {"messages", "input", "prompt", "system", "contents"}
+
+
+def hidden_content(body: Mapping[str, Any]) -> str | None:
+    """``extra_body.<field>`` for the first content field sent inside ``extra_body``, else None."""
+    extra = body.get("extra_body")
+    if not isinstance(extra, Mapping):
+        return None
+    return next((f"extra_body.{name}" for name in extra if name in CONTENT_FIELDS), None)

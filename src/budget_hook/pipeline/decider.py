@@ -36,7 +36,7 @@ from ..policy import PluginSettings, ResolvedPolicy, load_metadata_layer
 from ..shapes import ConversationShape, InputsShape
 from ..shapes.chat import SHAPE as CHAT
 from ..shapes.inputs import check_inputs
-from .bounds import MAX_DEPTH, too_deep
+from .bounds import MAX_DEPTH, hidden_content, too_deep
 from .decision import Action, BlockKind, BlockReason, Decision, shadowed
 from .request import BudgetRequest
 
@@ -56,8 +56,9 @@ def operator_policy(request: BudgetRequest, settings: PluginSettings) -> Resolve
     caller = request.caller
     layers = settings.layers
     resolved = layers.resolve(model_group=request.model_group, routed_groups=request.limits.routed_groups,
-                              team_id=caller.team_id, team_alias=caller.team_alias, key_alias=caller.key_alias,
-                              key_hash=caller.key_hash)
+                              team_id=caller.team_id, key_hash=caller.key_hash,
+                              team_alias=caller.team_alias if settings.match_team_alias else None,
+                              key_alias=caller.key_alias if settings.match_key_alias else None)
     if settings.metadata_policy == "ignore":
         return resolved
     trust = settings.metadata_policy == "trust"
@@ -93,6 +94,13 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
         else:
             resolved = resolved.with_client_cap(client.max_input_tokens, client.ignored)
         shape = request.shape
+        hidden = hidden_content(request.body)
+        if hidden is not None:
+            message = (f"invalid request: {hidden}: LiteLLM merges extra_body into the provider request after the "
+                       f"gateway's budget check, so content there cannot be budgeted; send "
+                       f"{hidden.removeprefix('extra_body.')} at the top level of the request")
+            context = _Context(request.body, request.model_group, request.limits, resolved)
+            return context.blocked(BlockReason("malformed", message, {"field": hidden}, param=hidden))
         deep = too_deep(request.body, shape.content_fields + shape.output_token_fields)
         if deep is not None:
             path, _ = deep

@@ -13,12 +13,13 @@ Pydantic lives here and nowhere else; everything downstream is frozen dataclasse
 from __future__ import annotations
 
 import difflib
+import types
 import typing
 from collections.abc import Mapping
 from dataclasses import Field, dataclass, field
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, StrictBool, ValidationError, create_model
+from pydantic import BaseModel, BeforeValidator, ConfigDict, StrictBool, ValidationError, create_model
 from pydantic import Field as PydanticField
 
 from ..budget import BudgetPolicy
@@ -34,13 +35,37 @@ POLICY_KNOBS: tuple[tuple[type, Field], ...] = tuple(
     (cls, f) for cls in (Policy, BudgetPolicy, TrimPolicy) for f in knob_fields(cls))
 
 
+def _not_a_boolean(value: Any) -> Any:
+    # YAML's true/false where a number is expected is a mistake, not 1/0 (pydantic would take it as 1).
+    if isinstance(value, bool):
+        raise ValueError("expected a number, got a boolean")
+    return value
+
+
+def _yaml_word(value: Any) -> Any:
+    # YAML 1.1 reads an unquoted off/no as false and on/yes as true: `mode: off` means the word.
+    return {False: "off", True: "on"}[value] if isinstance(value, bool) else value
+
+
+#: numbers as YAML writes them (or as LiteLLM resolves ``os.environ/VAR`` strings), never booleans
+Count = Annotated[int, BeforeValidator(_not_a_boolean)]
+Ratio = Annotated[float, BeforeValidator(_not_a_boolean)]
+
+
 def _pydantic_field(cls: type, knob: Field) -> tuple[Any, Any]:
     """The YAML type of a knob: optional (an override names only what it changes), its bounds kept."""
     hint = typing.get_type_hints(cls)[knob.name]
-    args = [a for a in typing.get_args(hint) if a is not type(None)] if typing.get_origin(hint) is typing.Union else []
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    args = [a for a in typing.get_args(hint) if a is not type(None)] if union else []
     base = args[0] if args else hint
     if base is bool:
         base = StrictBool  # "yes"/1 for a flag is a typo, not a setting
+    elif base is int:
+        base = Count
+    elif base is float:
+        base = Ratio
+    elif typing.get_origin(base) is Literal:
+        base = Annotated[base, BeforeValidator(_yaml_word)]
     optional = Optional[base]  # type: ignore[valid-type]  # noqa: UP045 - built at run time from a type variable
     field_info: Any = PydanticField(default=None, description=knob.metadata["doc"],
                                     **knob_bounds(knob))  # type: ignore[call-overload]
@@ -58,16 +83,19 @@ PolicyFields: type[BaseModel] = create_model(  # type: ignore[call-overload]
 class PluginSettingsModel(PolicyFields):
     log_to_stderr: StrictBool = True
     metadata_policy: Literal["tighten", "trust", "ignore"] = "tighten"
-    count_cache_entries: int = PydanticField(default=65_536, ge=0, le=10_000_000)
-    counting_threads: int = PydanticField(default=4, ge=1, le=64)
-    offload_chars: int = PydanticField(default=50_000, ge=0)
+    count_cache_entries: Count = PydanticField(default=65_536, ge=0, le=10_000_000)
+    counting_threads: Count = PydanticField(default=4, ge=1, le=64)
+    offload_chars: Count = PydanticField(default=50_000, ge=0)
+    match_team_alias: StrictBool = False
+    match_key_alias: StrictBool = False
     models: dict[str, PolicyFields] = PydanticField(default_factory=dict)
     teams: dict[str, PolicyFields] = PydanticField(default_factory=dict)
     keys: dict[str, PolicyFields] = PydanticField(default_factory=dict)
 
 
 POLICY_FIELD_NAMES = tuple(PolicyFields.model_fields)
-PROCESS_SETTINGS = ("log_to_stderr", "metadata_policy", "count_cache_entries", "counting_threads", "offload_chars")
+PROCESS_SETTINGS = ("log_to_stderr", "metadata_policy", "count_cache_entries", "counting_threads", "offload_chars",
+                    "match_team_alias", "match_key_alias")
 _ALL_NAMES = POLICY_FIELD_NAMES + PROCESS_SETTINGS + ("models", "teams", "keys")
 
 
@@ -85,6 +113,11 @@ class PluginSettings:
     #: which a request counts as large (0: always inline)
     counting_threads: int = 4
     offload_chars: int = 50_000
+    #: ``teams:`` overrides match ``team_id``; also the team alias only when the operator opts in
+    match_team_alias: bool = False
+    #: ``keys:`` overrides match the hashed key; also the key alias only when the operator opts in (LiteLLM
+    #: lets users choose the aliases of keys they create, so an alias could claim a looser override)
+    match_key_alias: bool = False
 
 
 def _explain(exc: ValidationError, root: str) -> str:

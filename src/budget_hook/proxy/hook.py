@@ -24,6 +24,7 @@ import json
 import logging
 import sys
 import traceback
+from collections import OrderedDict
 from collections.abc import Mapping
 from typing import Any
 
@@ -120,6 +121,8 @@ class BudgetHookPlugin(CustomLogger):
         self.settings = settings
         self.windows = WindowCache(_router_limits)
         self.records: RecordStore[DecisionRecord] = RecordStore()
+        #: call id -> the record object attached to its body (see ``_already_decided``)
+        self._decided: OrderedDict[str, dict[str, Any]] = OrderedDict()
         self.offloader = Offloader(threads=settings.counting_threads, offload_chars=settings.offload_chars)
         COUNT_CACHE.configure(settings.count_cache_entries)
         if settings.log_to_stderr:
@@ -142,6 +145,8 @@ class BudgetHookPlugin(CustomLogger):
         if not isinstance(group, str) or not group:
             return None  # no model group: the proxy itself answers this one
         key = shape.metadata_key
+        if self._already_decided(data, key):
+            return None  # the plugin listed twice in callbacks: the second entry must not decide again
         request: BudgetRequest | None = None
         decision: Decision | None = None
         try:
@@ -161,7 +166,7 @@ class BudgetHookPlugin(CustomLogger):
                 fail_mode = str(self.settings.layers.base.get("fail_mode", "open"))
             return self._internal_failure(exc, data, key, fail_mode, request)
         self.records.remember(data.get("litellm_call_id"), record)
-        _attach(data, key, record)
+        self._mark_decided(data, _attach(data, key, record))
         if decision.action == "blocked":
             raise BudgetHookHTTPError(block_error(decision, shape))
         if decision.request is data:
@@ -169,6 +174,21 @@ class BudgetHookPlugin(CustomLogger):
         forwarded = dict(decision.request)
         forwarded[key] = data[key]
         return forwarded
+
+    def _already_decided(self, data: Mapping[str, Any], key: str) -> bool:
+        """True when this very body already went through this plugin: its metadata holds the record object
+        we attached (an identity no client can forge; a client may well reuse a call id)."""
+        call_id = data.get("litellm_call_id")
+        marker = self._decided.get(call_id) if isinstance(call_id, str) else None
+        metadata = data.get(key)
+        return marker is not None and isinstance(metadata, Mapping) and metadata.get(SETTINGS_NAME) is marker
+
+    def _mark_decided(self, data: Mapping[str, Any], attached: dict[str, Any]) -> None:
+        call_id = data.get("litellm_call_id")
+        if isinstance(call_id, str):
+            self._decided[call_id] = attached
+            while len(self._decided) > self.records.in_flight:
+                self._decided.popitem(last=False)
 
     def _internal_failure(self, exc: Exception, data: dict, key: str, fail_mode: str,
                           request: BudgetRequest | None) -> None:
@@ -205,6 +225,8 @@ class BudgetHookPlugin(CustomLogger):
         try:
             call_id = kwargs.get("litellm_call_id")
             record = self.records.settle(call_id, outcome)
+            if outcome == "success" and isinstance(call_id, str):
+                self._decided.pop(call_id, None)
             if record is None:
                 return  # not a request this plugin decided on
             decision = record.as_dict()
@@ -227,7 +249,7 @@ class BudgetHookPlugin(CustomLogger):
             logger.exception("budget_hook: could not write the decision record")
 
 
-def _attach(data: dict, key: str, record: DecisionRecord) -> None:
+def _attach(data: dict, key: str, record: DecisionRecord) -> dict[str, Any]:
     """The record under ``<key>.budget_hook`` and ``<key>.spend_logs_metadata.budget_hook`` (without any
     content). A fresh metadata dict: the client's own metadata object is never mutated."""
     metadata = dict(data.get(key) or {}) if isinstance(data.get(key), Mapping) else {}
@@ -235,8 +257,9 @@ def _attach(data: dict, key: str, record: DecisionRecord) -> None:
     spend = dict(spend) if isinstance(spend, Mapping) else {}
     spend[SETTINGS_NAME] = record.as_dict(content=False)
     metadata["spend_logs_metadata"] = spend
-    metadata[SETTINGS_NAME] = record.as_dict()
+    attached = metadata[SETTINGS_NAME] = record.as_dict()
     data[key] = metadata
+    return attached
 
 
 def _provider_prompt_tokens(response_obj: Any, kwargs: Mapping[str, Any]) -> int | None:
