@@ -119,3 +119,19 @@ def test_the_gateway_parts_import_without_litellm():
     """)
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_comma_separated_model_list_gets_the_smallest_window_of_its_groups():
+    """LiteLLM's batch completion sends "small,big" to each group: it must fit the smallest."""
+    from budget_hook.proxy.windows import combine, listed_groups
+
+    router = StubRouter({"big": [deployment("big", "openai/gpt-4o")], "small": [deployment("small", "openai/gpt-4o-mini")],
+                         "claude": [deployment("claude", "anthropic/claude-sonnet-4-5")]},
+                        {"openai/gpt-4o": 128_000, "openai/gpt-4o-mini": 4_000, "anthropic/claude-sonnet-4-5": 200_000})
+    group = "big, small,claude"
+    assert listed_groups(group) == ["big", "small", "claude"] and listed_groups("big") == ["big"]
+    limits = combine(group, [limits_from_router(router, name) for name in listed_groups(group)])
+    assert limits.window == 4_000 and limits.source == "min over the listed groups big, small, claude"
+    assert limits.counting_model == "anthropic/claude-sonnet-4-5" and set(limits.routed_groups) >= {"big", "small"}
+    unknown = combine("big,nowhere-xyz", [limits_from_router(router, "big"), limits_from_router(None, "nowhere-xyz")])
+    assert unknown.window is None and "nowhere-xyz" in unknown.source

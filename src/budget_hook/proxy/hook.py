@@ -42,7 +42,7 @@ from .client_input import SETTINGS_NAME, read_client_input
 from .errors import ErrorSpec, block_error, internal_error
 from .offload import Offloader
 from .records import RecordStore
-from .windows import WindowCache, limits_from_router
+from .windows import WindowCache, combine, limits_from_router, listed_groups
 
 logger = logging.getLogger("budget_hook")
 
@@ -132,8 +132,9 @@ class BudgetHookPlugin(CustomLogger):
             logger.setLevel(logging.INFO)
 
     def model_limits(self, group: str) -> ModelLimits:
-        """The routed group's limits (from the router, cached for a minute)."""
-        return self.windows.get(group)
+        """The routed group's limits (from the router, cached for a minute); for a comma-separated list of
+        groups (LiteLLM sends the request to each), the smallest."""
+        return combine(group, [self.windows.get(name) for name in listed_groups(group)])
 
     # --- pre-call: decide, record, trim or block ---------------------------------------------------
 

@@ -74,6 +74,28 @@ def _most_conservative(backends: list[tuple[str, str | None]]) -> tuple[str, str
     return max(backends, key=weight)
 
 
+def listed_groups(group: str) -> list[str]:
+    """The groups of a comma-separated ``model`` (LiteLLM's batch completion: one call per listed group)."""
+    return [name.strip() for name in group.split(",") if name.strip()] if "," in group else [group]
+
+
+def combine(group: str, parts: list[ModelLimits]) -> ModelLimits:
+    """One request sent to several groups must fit the smallest of them, counted the most conservative way."""
+    if len(parts) == 1:
+        return parts[0]
+    names = listed_groups(group)
+    counting_model, base_model = _most_conservative([(p.counting_model, p.base_model) for p in parts])
+    routed = tuple(sorted({*names, *(g for p in parts for g in p.routed_groups)}))
+    deployments = sum(p.deployments for p in parts)
+    unknown = [name for name, p in zip(names, parts, strict=True) if p.window is None]
+    if unknown:
+        return ModelLimits(None, f"unknown for the listed group(s) {', '.join(unknown)}", counting_model, base_model,
+                           deployments, routed)
+    window = min(p.window for p in parts if p.window is not None)
+    return ModelLimits(window, f"min over the listed groups {', '.join(names)}", counting_model, base_model,
+                       deployments, routed)
+
+
 class WindowCache:
     """Limits per group, asked of ``lookup(group)`` at most once per ``ttl`` seconds."""
 
