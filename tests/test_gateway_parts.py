@@ -135,3 +135,33 @@ def test_a_comma_separated_model_list_gets_the_smallest_window_of_its_groups():
     assert limits.counting_model == "anthropic/claude-sonnet-4-5" and set(limits.routed_groups) >= {"big", "small"}
     unknown = combine("big,nowhere-xyz", [limits_from_router(router, "big"), limits_from_router(None, "nowhere-xyz")])
     assert unknown.window is None and "nowhere-xyz" in unknown.source
+
+
+def test_claude_deployments_report_the_max_tokens_litellm_fills_in():
+    router = StubRouter({"c": [deployment("c", "anthropic/claude-sonnet-4-5")],
+                         "odd": [deployment("odd", "anthropic/claude-unmapped-x"), deployment("odd", "openai/gpt-4o")],
+                         "o": [deployment("o", "openai/gpt-4o")]},
+                        {"anthropic/claude-sonnet-4-5": 200_000, "anthropic/claude-unmapped-x": 8_000,
+                         "openai/gpt-4o": 128_000})
+    assert limits_from_router(router, "c").filled_output_tokens == 64_000  # the model map's maximum output
+    assert limits_from_router(router, "odd").filled_output_tokens == 4_096  # LiteLLM's default for unmapped Claude
+    assert limits_from_router(router, "o").filled_output_tokens is None
+    assert limits_from_router(None, "claude-opus-4-1").filled_output_tokens == 32_000
+
+
+def test_a_chat_request_without_max_tokens_reserves_what_litellm_will_send_to_claude():
+    from budget_hook.pipeline import BudgetRequest, decide
+    from budget_hook.policy import load_settings
+    from budget_hook.shapes import SHAPES
+
+    body = {"model": "c", "messages": [{"role": "user", "content": "hi"}]}
+    limits = ModelLimits(200_000, "test", "anthropic/claude-sonnet-4-5", filled_output_tokens=64_000)
+    decision = decide(BudgetRequest(SHAPES.get("chat"), body, "c", limits), load_settings({}))
+    budget = decision.report.budget
+    assert budget.output_reserve == 64_000 and budget.output_reserve_source == "litellm_default"
+    small = ModelLimits(4_000, "test", "anthropic/claude-x", filled_output_tokens=4_096)
+    blocked = decide(BudgetRequest(SHAPES.get("chat"), body, "c", small), load_settings({}))
+    assert blocked.action == "blocked" and blocked.block.kind == "output_reserve"
+    assert "the max_tokens LiteLLM sends for this model" in blocked.block.message
+    explicit = decide(BudgetRequest(SHAPES.get("chat"), {**body, "max_tokens": 500}, "c", small), load_settings({}))
+    assert explicit.action == "pass" and explicit.report.budget.output_reserve == 500

@@ -104,11 +104,13 @@ def _tokens(value: Any) -> int | None:
 
 
 def compute_budget(window: int, *, requested_output_tokens: int | None = None,
-                   policy: BudgetPolicy = BudgetPolicy()) -> Budget:
+                   policy: BudgetPolicy = BudgetPolicy(), reserve_source: str = "request") -> Budget:
+    """``reserve_source`` says where ``requested_output_tokens`` comes from (the request, or the value
+    LiteLLM fills in for it)."""
     if window <= 0:
         raise PolicyError(f"model window must be positive, got {window}")
     if requested_output_tokens is not None:
-        reserve, source = requested_output_tokens, "request"
+        reserve, source = requested_output_tokens, reserve_source
     else:
         reserve = math.ceil(window * policy.output_reserve_ratio)
         reserve = min(max(reserve, policy.output_reserve_min), policy.output_reserve_max)
@@ -119,7 +121,8 @@ def compute_budget(window: int, *, requested_output_tokens: int | None = None,
         budget = min(budget, policy.max_input_tokens)
     terms = Budget(window, reserve, source, margin, policy.max_input_tokens, budget)
     if budget <= 0:
-        who = "the request's max_tokens" if source == "request" else "the policy's output reserve"
+        who = {"request": "the request's max_tokens", "litellm_default": "the max_tokens LiteLLM sends for this model "
+               "when the request sets none"}.get(source, "the policy's output reserve")
         raise OutputReserveTooLargeError(
             f"the output reserve of {reserve} tokens ({who}) plus the safety margin of {margin} leaves no "
             f"input budget: this model's maximum context length is {window} tokens; "

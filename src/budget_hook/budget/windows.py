@@ -34,6 +34,10 @@ class ModelLimits:
     deployments: int = 0
     #: the group names the request routes to (differs from the requested name for a router alias)
     routed_groups: tuple[str, ...] = ()
+    #: the output allowance LiteLLM itself sends when a chat request sets none: Anthropic's API requires
+    #: ``max_tokens``, so for Claude deployments LiteLLM fills in the model's maximum output (4,096 when
+    #: the model is not in its map); None when no deployment of the group gets one filled in
+    filled_output_tokens: int | None = None
 
 
 @functools.lru_cache(maxsize=1)
@@ -47,17 +51,38 @@ def _model_map() -> dict[str, Any]:
     return {}
 
 
-def lookup_max_input_tokens(model: str) -> int | None:
-    """Input window of ``model`` (``gpt-4o``, ``openai/gpt-4o``, ``anthropic/claude-...``), None if unknown."""
-    table = _model_map()
+def _candidates(model: str) -> list[str]:
     candidates = [model]
     if "/" in model:
         candidates.append(model.split("/", 1)[1])
         candidates.append(model.rsplit("/", 1)[1])
-    for name in candidates:
+    return candidates
+
+
+def lookup_max_input_tokens(model: str) -> int | None:
+    """Input window of ``model`` (``gpt-4o``, ``openai/gpt-4o``, ``anthropic/claude-...``), None if unknown."""
+    table = _model_map()
+    for name in _candidates(model):
         entry = table.get(name)
         if isinstance(entry, dict):
             value = entry.get("max_input_tokens") or entry.get("max_tokens")
+            if isinstance(value, int) and value > 0:
+                return value
+    return None
+
+
+#: what LiteLLM sends as ``max_tokens`` to a Claude model its map does not know
+#: (``DEFAULT_ANTHROPIC_CHAT_MAX_TOKENS``)
+DEFAULT_ANTHROPIC_MAX_TOKENS = 4096
+
+
+def lookup_max_output_tokens(model: str) -> int | None:
+    """The model's maximum output from the model map (``max_output_tokens``, else ``max_tokens``)."""
+    table = _model_map()
+    for name in _candidates(model):
+        entry = table.get(name)
+        if isinstance(entry, dict):
+            value = entry.get("max_output_tokens") or entry.get("max_tokens")
             if isinstance(value, int) and value > 0:
                 return value
     return None

@@ -182,7 +182,12 @@ def decide_conversation(
     try:
         try:
             reserve = requested_output_tokens(request, shape.output_token_fields)
-            budget = compute_budget(window, requested_output_tokens=reserve, policy=policy.budget)
+            source = "request"
+            if reserve is None and context.limits.filled_output_tokens is not None:
+                # LiteLLM will send its own max_tokens (Anthropic requires one): that is what is reserved.
+                reserve, source = context.limits.filled_output_tokens, "litellm_default"
+            budget = compute_budget(window, requested_output_tokens=reserve, policy=policy.budget,
+                                    reserve_source=source)
         except OutputReserveTooLargeError as exc:
             # Count anyway so the client learns both numbers it needs to choose a smaller max_tokens.
             tokens = shape.count(request, counter)

@@ -13,7 +13,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..budget import ModelLimits, lookup_max_input_tokens
+from ..budget.windows import (
+    DEFAULT_ANTHROPIC_MAX_TOKENS,
+    ModelLimits,
+    lookup_max_input_tokens,
+    lookup_max_output_tokens,
+)
 from ..counting import resolve_tokenizer
 
 #: how long a model group's window is reused before asking the router again
@@ -32,6 +37,7 @@ def limits_from_router(router: Any, group: str) -> ModelLimits:
             deployments = []
     windows: list[tuple[int, str]] = []
     backends: list[tuple[str, str | None]] = []
+    filled: list[int] = []
     for deployment in deployments:
         params = deployment.get("litellm_params") or {}
         model_info = deployment.get("model_info") or {}
@@ -39,11 +45,15 @@ def limits_from_router(router: Any, group: str) -> ModelLimits:
         base_model = model_info.get("base_model") or params.get("base_model")
         backends.append((backend, base_model))
         window = None
+        info: dict[str, Any] = {}
         try:
-            info = router.get_router_model_info(deployment=deployment, received_model_name=group)
+            info = router.get_router_model_info(deployment=deployment, received_model_name=group) or {}
             window = info.get("max_input_tokens") or None
         except Exception:  # unmapped model: the router raises; fall back below
             window = None
+        if _is_claude(backend, base_model):
+            output = info.get("max_output_tokens") or info.get("max_tokens")
+            filled.append(output if isinstance(output, int) and output > 0 else _filled_output(base_model or backend))
         if not window and isinstance(model_info.get("max_input_tokens"), int):
             window = model_info["max_input_tokens"]
         if not window:
@@ -52,18 +62,29 @@ def limits_from_router(router: Any, group: str) -> ModelLimits:
             windows.append((window, backend))
     if not deployments:
         window = lookup_max_input_tokens(group)
+        output = _filled_output(group) if _is_claude(group, None) else None
         if window:
-            return ModelLimits(window, f"model map: {group}", group)
-        return ModelLimits(None, "unknown", group)
+            return ModelLimits(window, f"model map: {group}", group, filled_output_tokens=output)
+        return ModelLimits(None, "unknown", group, filled_output_tokens=output)
     counting_model, base_model = _most_conservative(backends)
     routed = tuple(sorted({str(d.get("model_name")) for d in deployments if d.get("model_name")} - {group}))
+    output_filled = max(filled) if filled else None
     if len(windows) < len(deployments):
         # One deployment with an unknown window could be the smallest: treat the group as unknown.
         return ModelLimits(None, f"unknown for {len(deployments) - len(windows)} of {len(deployments)} deployments",
-                           counting_model, base_model, len(deployments), routed)
+                           counting_model, base_model, len(deployments), routed, output_filled)
     window, _ = min(windows)
     return ModelLimits(window, f"router: min over {len(deployments)} deployment(s)", counting_model, base_model,
-                       len(deployments), routed)
+                       len(deployments), routed, output_filled)
+
+
+def _is_claude(backend: str, base_model: str | None) -> bool:
+    return resolve_tokenizer(backend, base_model=base_model).family == "anthropic"
+
+
+def _filled_output(model: str) -> int:
+    """What LiteLLM fills in as ``max_tokens`` for a Claude model (its maximum output, else 4,096)."""
+    return lookup_max_output_tokens(model) or DEFAULT_ANTHROPIC_MAX_TOKENS
 
 
 def _most_conservative(backends: list[tuple[str, str | None]]) -> tuple[str, str | None]:
@@ -85,15 +106,16 @@ def combine(group: str, parts: list[ModelLimits]) -> ModelLimits:
         return parts[0]
     names = listed_groups(group)
     counting_model, base_model = _most_conservative([(p.counting_model, p.base_model) for p in parts])
+    filled = [p.filled_output_tokens for p in parts if p.filled_output_tokens is not None]
     routed = tuple(sorted({*names, *(g for p in parts for g in p.routed_groups)}))
     deployments = sum(p.deployments for p in parts)
     unknown = [name for name, p in zip(names, parts, strict=True) if p.window is None]
     if unknown:
         return ModelLimits(None, f"unknown for the listed group(s) {', '.join(unknown)}", counting_model, base_model,
-                           deployments, routed)
+                           deployments, routed, max(filled, default=None))
     window = min(p.window for p in parts if p.window is not None)
     return ModelLimits(window, f"min over the listed groups {', '.join(names)}", counting_model, base_model,
-                       deployments, routed)
+                       deployments, routed, max(filled, default=None))
 
 
 class WindowCache:
