@@ -320,7 +320,9 @@ def test_success_and_failure_callbacks_emit_one_json_record_each():
     failure_kwargs = {"litellm_call_id": call_id, "exception": ValueError("upstream said no"),
                       "litellm_params": {"litellm_metadata": out["metadata"]}}
     [failure] = log_records(plugin, "failure", failure_kwargs)
-    assert failure["outcome"] == "failure" and "upstream said no" in failure["error"]
+    # a provider's message can quote the prompt: by default only its class, status and a hash are logged
+    assert failure["outcome"] == "failure" and failure["error"].startswith("ValueError (status None; message sha256 ")
+    assert "upstream said no" not in json.dumps(failure)
     kwargs = {"litellm_call_id": call_id, "litellm_params": {"metadata": out["metadata"]}}
     [success] = log_records(plugin, "success", kwargs, _Response())  # a retry succeeded
     assert success["event"] == "budget_hook.decision" and success["call_id"] == call_id
@@ -545,3 +547,54 @@ def test_the_plugin_listed_twice_decides_once():
     forged = {**again, "metadata": {"budget_hook": dict(out["metadata"]["budget_hook"])}}
     assert run_hook(plugin, forged)["metadata"]["budget_hook"]["action"] == "trimmed"
     assert run_hook(plugin, again)["metadata"]["budget_hook"]["action"] == "trimmed"
+
+
+def test_provider_error_text_is_logged_only_with_content_logging():
+    secret = "invalid image URL https://x/ssn=123-45-6789"
+    for settings, shown in (({}, False), ({"log_dropped_content": True}, True)):
+        plugin = make_plugin(**settings)
+        data = {"model": "g", "messages": [{"role": "user", "content": "hi"}]}
+        run_hook(plugin, data)
+        [failure] = log_records(plugin, "failure", {"litellm_call_id": data["litellm_call_id"],
+                                                    "exception": ValueError(secret)})
+        assert (secret in json.dumps(failure)) is shown
+        assert failure["error"].startswith("ValueError (status None; message sha256 ")
+
+
+def test_records_and_log_lines_are_bounded_whatever_the_client_sends(monkeypatch):
+    plugin = make_plugin(4000)
+    messages = []
+    for turn in range(600):
+        messages += [{"role": "user", "content": f"q{turn} " + "lorem " * 20},
+                     {"role": "assistant", "content": f"a{turn} " + "ipsum " * 20}]
+    junk = {f"junk-{i}-" + "x" * 200: i for i in range(2000)}
+    data = {"model": "g", "messages": [*messages, {"role": "user", "content": "last"}],
+            "metadata": {"budget_hook": junk}}
+    out = run_hook(plugin, data)
+    record = out["metadata"]["budget_hook"]
+    assert record["counts"]["dropped"] > 1000 and len(record["actions"]) == 100
+    assert record["actions_omitted"] == record["counts"]["dropped"] - 100
+    ignored = record["ignored_client_settings"]
+    assert len(ignored) == 11 and ignored[-1] == "... and 1990 more keys" and max(map(len, ignored)) < 100
+    assert len(json.dumps(record)) < 40_000 and len(json.dumps(out["metadata"]["spend_logs_metadata"])) < 40_000
+    [line] = log_records(plugin, "success", {"litellm_call_id": data["litellm_call_id"]})
+    assert len(json.dumps(line)) < 64 * 1024
+    monkeypatch.setattr(proxy_module, "MAX_LOG_LINE_CHARS", 2_000)
+    run_hook(plugin, data := {**data, "litellm_call_id": "big"})
+    [line] = log_records(plugin, "success", {"litellm_call_id": "big"})
+    assert len(json.dumps(line)) < 2_000 and "truncated" in json.dumps(line)
+
+
+def test_failed_records_are_purged_on_a_timer_without_further_traffic():
+    plugin = make_plugin()
+    plugin.records.failed_seconds = 0.05
+
+    async def scenario():
+        data = {"model": "g", "messages": [{"role": "user", "content": "hi"}], "litellm_call_id": "quiet"}
+        await plugin.async_pre_call_hook(UserAPIKeyAuth(), None, data, "acompletion")
+        await plugin.async_log_failure_event({"litellm_call_id": "quiet", "exception": ValueError("x")}, None, None, None)
+        assert plugin.records.find("quiet") is not None
+        await asyncio.sleep(1.3)
+        return plugin.records.find("quiet")
+
+    assert asyncio.run(scenario()) is None

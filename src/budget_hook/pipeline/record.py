@@ -18,6 +18,15 @@ from ..trimming import REMOVING_ACTIONS, action_counts
 from .decision import Decision
 from .request import BudgetRequest, Caller
 
+#: a record lists at most this many actions; the rest are counted (``actions_omitted``), never dropped silently
+MAX_LISTED_ACTIONS = 100
+#: a warning or message in a record is cut to this many characters (they can quote client-chosen ids)
+MAX_TEXT_CHARS = 500
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_TEXT_CHARS else text[: MAX_TEXT_CHARS - 20] + f"... ({len(text)} chars)"
+
 
 @dataclass(frozen=True)
 class DecisionRecord:
@@ -43,6 +52,8 @@ class DecisionRecord:
     counts: Mapping[str, int] | None = None
     dropped_turns: tuple[int, ...] | None = None
     actions: tuple[Mapping[str, Any], ...] | None = None
+    #: touched messages beyond the first ``MAX_LISTED_ACTIONS`` (counted in ``counts``, not listed)
+    actions_omitted: int = 0
     protected_tokens: Mapping[str, int] | None = None
     notes: tuple[str, ...] = ()
     inputs: Mapping[str, Any] | None = None
@@ -53,6 +64,8 @@ class DecisionRecord:
     key_alias: str | None = None
     #: only with ``log_dropped_content``: the original text of every touched message
     dropped_content: tuple[Mapping[str, Any], ...] | None = None
+    #: the operator asked for content in logs (``log_dropped_content``): provider error texts are kept too
+    log_content: bool = False
     #: the plugin's own failure: what it was and what the fail mode did
     error: str | None = None
     fail_mode: str | None = None
@@ -69,17 +82,20 @@ class DecisionRecord:
             tokens_before=decision.tokens_before, tokens_after=decision.tokens_after,
             ignored_client_settings=resolved.ignored_client_settings,
             ignored_metadata_settings=resolved.ignored_metadata_settings,
-            warnings=tuple(resolved.warnings) + tuple(decision.warnings),
+            warnings=tuple(_cut(w) for w in (*resolved.warnings, *decision.warnings)),
             team_id=caller.team_id, team_alias=caller.team_alias, key_alias=caller.key_alias,
+            log_content=resolved.policy.log_dropped_content,
         )
         if resolved.client_max_input_tokens is not None:
             values.update(client_max_input_tokens=resolved.client_max_input_tokens,
                           client_cap_applied=resolved.client_cap_applied)
         report = decision.report
         if report is not None:
+            listed = report.actions[:MAX_LISTED_ACTIONS]
             values.update(method=report.method, budget=report.budget.as_dict(), target=report.target,
                           counts=action_counts(report.actions), dropped_turns=tuple(report.dropped_turns),
-                          actions=tuple(a.as_dict() for a in report.actions), notes=tuple(report.notes))
+                          actions=tuple(a.as_dict() for a in listed), notes=tuple(report.notes),
+                          actions_omitted=len(report.actions) - len(listed))
             if report.changed:
                 values["protected_tokens"] = dict(report.protected_tokens)
             if resolved.policy.log_dropped_content and report.actions and request is not None:
@@ -98,7 +114,7 @@ class DecisionRecord:
                 "truncated": list(inputs.truncated)})
         block = decision.block
         if block is not None:
-            values["block"] = {"kind": block.kind, "message": block.message, "param": block.param,
+            values["block"] = {"kind": block.kind, "message": _cut(block.message), "param": block.param,
                                "facts": dict(block.facts)}
             if values.get("budget") is None and "budget" in block.facts:
                 values["budget"] = {k: block.facts[k] for k in ("window", "output_reserve", "output_reserve_source",
@@ -148,6 +164,8 @@ class DecisionRecord:
             # is frozen (nothing writes to them)
             record.update(target=self.target, counts=dict(self.counts), dropped_turns=list(self.dropped_turns or ()),
                           actions=list(self.actions or ()))
+            if self.actions_omitted:
+                record["actions_omitted"] = self.actions_omitted
         if self.protected_tokens is not None:
             record["protected_tokens"] = dict(self.protected_tokens)
         if self.notes:

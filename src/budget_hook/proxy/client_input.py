@@ -17,6 +17,13 @@ from ..pipeline import ClientInput, ClientProblem
 SETTINGS_NAME = "budget_hook"
 CLIENT_CAP_HEADER = "x-budget-max-input-tokens"
 _DECIMAL = re.compile(r"[0-9]{1,12}")
+#: client-sent setting names reported in a record, at most, each at most ``MAX_KEY_CHARS`` long
+MAX_REPORTED_KEYS = 10
+MAX_KEY_CHARS = 64
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= MAX_KEY_CHARS else name[: MAX_KEY_CHARS - 3] + "..."
 
 
 class _Invalid(Exception):
@@ -41,11 +48,13 @@ def _read(data: Mapping[str, Any], key: str) -> ClientInput:
         if not isinstance(asked, Mapping):
             raise _Invalid(f"{key}.{SETTINGS_NAME}", f"{key}.{SETTINGS_NAME} must be an object such as "
                            f'{{"max_input_tokens": 4000}}, got {type(asked).__name__}')
-        for name, value in asked.items():
-            if name != "max_input_tokens":
-                ignored.append(f"{key}.{SETTINGS_NAME}.{name}")
-                continue
-            cap = _positive_int(value, f"{key}.{SETTINGS_NAME}.max_input_tokens")
+        others = [str(name) for name in asked if name != "max_input_tokens"]
+        # Reported, never echoed in bulk: a client can send thousands of keys of any length.
+        ignored = [f"{key}.{SETTINGS_NAME}.{_short(name)}" for name in others[:MAX_REPORTED_KEYS]]
+        if len(others) > MAX_REPORTED_KEYS:
+            ignored.append(f"... and {len(others) - MAX_REPORTED_KEYS} more keys")
+        if "max_input_tokens" in asked:
+            cap = _positive_int(asked["max_input_tokens"], f"{key}.{SETTINGS_NAME}.max_input_tokens")
     server_request = data.get("proxy_server_request")
     headers = server_request.get("headers") if isinstance(server_request, Mapping) else None
     if isinstance(headers, Mapping):

@@ -20,6 +20,9 @@ Why hooks are defined on the class itself: the proxy only calls ``async_pre_call
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
 import json
 import logging
 import sys
@@ -222,6 +225,11 @@ class BudgetHookPlugin(CustomLogger):
     async def async_log_failure_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._log_outcome("failure", kwargs, response_obj)
 
+    def _purge_later(self) -> None:
+        """Failed records leave after ``failed_seconds`` even when no other request comes."""
+        with contextlib.suppress(RuntimeError):  # no running loop: the next failure purges
+            asyncio.get_running_loop().call_later(self.records.failed_seconds + 1.0, self.records.purge)
+
     def _log_outcome(self, outcome: str, kwargs: dict, response_obj: Any) -> None:
         try:
             call_id = kwargs.get("litellm_call_id")
@@ -243,11 +251,44 @@ class BudgetHookPlugin(CustomLogger):
                 entry["provider_prompt_tokens"] = _provider_prompt_tokens(response_obj, kwargs)
                 entry["estimated_prompt_tokens"] = record.tokens_after
             else:
-                exception = kwargs.get("exception")
-                entry["error"] = f"{type(exception).__name__}: {exception}"[:2000] if exception else None
-            logger.info(json.dumps(entry, default=str, ensure_ascii=False))
+                entry["error"] = describe_error(kwargs.get("exception"), with_text=record.log_content)
+                self._purge_later()
+            logger.info(bounded_line(entry))
         except Exception:  # a logging problem must never affect the response
             logger.exception("budget_hook: could not write the decision record")
+
+
+def describe_error(exception: Any, *, with_text: bool = False) -> str | None:
+    """A provider error as its class, status and a hash of its message: provider messages can quote the
+    prompt (an invalid image URL, a rejected message), so the text itself is logged only when the operator
+    asked for content in logs (``log_dropped_content``)."""
+    if exception is None:
+        return None
+    text = str(exception)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    status = getattr(exception, "status_code", None)
+    summary = f"{type(exception).__name__} (status {status}; message sha256 {digest}, {len(text)} chars)"
+    return f"{summary}: {text[:2000]}" if with_text else summary
+
+
+#: one log line is at most this many characters: beyond it the record's lists are left out (and said so)
+MAX_LOG_LINE_CHARS = 64 * 1024
+
+
+def bounded_line(entry: dict[str, Any]) -> str:
+    line = json.dumps(entry, default=str, ensure_ascii=False)
+    if len(line) <= MAX_LOG_LINE_CHARS:
+        return line
+    decision = {k: v for k, v in entry.get("decision", {}).items() if not isinstance(v, (list, dict))
+                or k in ("budget", "counts")}
+    line = json.dumps({**entry, "decision": {**decision, "truncated": f"lists left out: {len(line)} chars"}},
+                      default=str, ensure_ascii=False)
+    if len(line) <= MAX_LOG_LINE_CHARS:
+        return line
+    essentials = {k: entry.get(k) for k in ("event", "outcome", "call_id", "model_group")}
+    return json.dumps({**essentials, "decision": {k: decision.get(k) for k in ("action", "tokens_before",
+                                                                            "tokens_after")},
+                       "truncated": f"record over {MAX_LOG_LINE_CHARS} chars"}, default=str, ensure_ascii=False)
 
 
 def _attach(data: dict, key: str, record: DecisionRecord) -> dict[str, Any]:

@@ -50,14 +50,19 @@ class RecordStore(Generic[R]):
         if outcome == "success":
             failed = self._failed.pop(call_id, None)
             return record if record is not None else (failed[1] if failed else None)
-        now = time.monotonic()
         if record is None:
             return self._failed[call_id][1] if call_id in self._failed else None
-        self._failed[call_id] = (now, record)
+        self._failed[call_id] = (time.monotonic(), record)
+        self.purge()
+        return record
+
+    def purge(self) -> None:
+        """Forget failed records older than ``failed_seconds`` (and any beyond ``failed_kept``). Runs on every
+        failure and on a timer the adapter sets, so a quiet gateway does not keep them either."""
+        now = time.monotonic()
         while self._failed and (len(self._failed) > self.failed_kept
                                 or next(iter(self._failed.values()))[0] < now - self.failed_seconds):
             self._failed.popitem(last=False)
-        return record
 
     def in_flight_ids(self) -> list[str]:
         return list(self._records)
