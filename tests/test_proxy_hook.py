@@ -17,6 +17,7 @@ from litellm.proxy._types import UserAPIKeyAuth
 import budget_hook.pipeline.decider as pipeline_decide
 import budget_hook.proxy.hook as proxy_module
 from budget_hook.budget import ModelLimits
+from budget_hook.counting import TokenCounter
 from budget_hook.policy.settings import load_settings
 from budget_hook.proxy.hook import BudgetHookHTTPError, BudgetHookPlugin
 from budget_hook.proxy.offload import approximate_size
@@ -598,3 +599,54 @@ def test_failed_records_are_purged_on_a_timer_without_further_traffic():
         return plugin.records.find("quiet")
 
     assert asyncio.run(scenario()) is None
+
+
+def attempt_kwargs(body, group, deployment_id="dep-1"):
+    """What the router hands the deployment hook: the body, plus which deployment this attempt goes to."""
+    return {**body, "model": f"openai/{group}-backend", "api_key": "secret",
+            "metadata": {**body.get("metadata", {}), "model_info": {"id": deployment_id},
+                         "deployment_model_name": group}}
+
+
+def test_an_attempt_on_the_deployment_the_first_decision_assumed_reuses_it():
+    plugin = make_plugin(4000)
+    plugin.deployment_windows.lookup = lambda key: ModelLimits(4000, "test", "gpt-4o")
+    out = run_hook(plugin, long_chat())
+    assert asyncio.run(plugin.async_pre_call_deployment_hook(attempt_kwargs(out, "g"), "acompletion")) is None
+    assert "attempts" not in plugin.records.find(out["litellm_call_id"]).as_dict()
+
+
+def test_a_fallback_to_a_smaller_deployment_is_trimmed_again_or_refused():
+    import litellm
+
+    plugin = make_plugin(8000)
+    plugin.deployment_windows.lookup = lambda key: ModelLimits(2000, "test", "gpt-4o")
+    body = long_chat(turns=6, words=60)
+    out = run_hook(plugin, body)
+    assert out["metadata"]["budget_hook"]["action"] == "pass"  # fits the group the client named
+    kwargs = attempt_kwargs(out, "small")
+    trimmed = asyncio.run(plugin.async_pre_call_deployment_hook(kwargs, "acompletion"))
+    assert trimmed is not None and trimmed["api_key"] == "secret" and trimmed["model"] == kwargs["model"]
+    assert len(trimmed["messages"]) < len(kwargs["messages"]) and pairing_problems(trimmed["messages"]) == []
+    assert TokenCounter.for_model("gpt-4o").count_request(trimmed).total <= 2000 - 500 - 100
+    [attempt] = plugin.records.find(out["litellm_call_id"]).attempts
+    assert attempt["model_group"] == "small" and attempt["window"] == 2000 and attempt["action"] == "trimmed"
+    # a last message that cannot fit the fallback's window is refused with a context-window error
+    plugin.deployment_windows = type(plugin.deployment_windows)(lambda key: ModelLimits(600, "test", "gpt-4o"))
+    big = run_hook(plugin, {"model": "g", "messages": [{"role": "user", "content": "word " * 1000}]})
+    with pytest.raises(litellm.ContextWindowExceededError, match="maximum context length is 600 tokens"):
+        asyncio.run(plugin.async_pre_call_deployment_hook(attempt_kwargs(big, "tiny"), "acompletion"))
+
+
+def test_attempts_the_plugin_did_not_decide_are_left_alone():
+    plugin = make_plugin()
+    kwargs = attempt_kwargs({"messages": [{"role": "user", "content": "hi"}], "litellm_call_id": "unknown"}, "g")
+    assert asyncio.run(plugin.async_pre_call_deployment_hook(kwargs, "acompletion")) is None
+    out = run_hook(plugin, long_chat())
+    assert asyncio.run(plugin.async_pre_call_deployment_hook(attempt_kwargs(out, "g"), "aimage_generation")) is None
+
+
+def test_a_trimmed_body_carries_the_metadata_attached_to_the_request():
+    out = run_hook(make_plugin(), long_chat())
+    assert out["metadata"]["spend_logs_metadata"]["budget_hook"]["action"] == "trimmed"
+    assert out["metadata"]["client"] == "x"

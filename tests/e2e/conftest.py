@@ -12,6 +12,8 @@ discovered  gpt-4o-6k                          6000 discovered from the upstream
 mixed       gpt-4o-16k(16000), gpt-4o-4k(4000)    4000: the minimum over the group
 shadowed    gpt-4o-4k                          4000; ``models: {shadowed: {mode: shadow}}``
 alias-small (router alias of small)             4000
+unstable    gpt-4o-16k-down                    16000, always answers 500; the router falls back to ``small``
+pinned      gpt-4o-4k, deployment id dep-4k-1  4000 (a client may name the deployment id as its model)
 wild/*      any fake model (wildcard)          per the model named in the request
 emb         text-embedding-3-small-1k         1000 per input (/embeddings)
 claude      anthropic/claude-sonnet-4-5-4k    4000 (/v1/messages to the fake's Anthropic API)
@@ -28,7 +30,7 @@ import yaml
 
 from .harness import HERE, start_fake_provider, start_proxy
 
-UPSTREAM_MODELS = {"gpt-4o-4k": 4000, "gpt-4o-6k": 6000, "gpt-4o-8k": 8000, "gpt-4o-16k": 16000,
+UPSTREAM_MODELS = {"gpt-4o-16k-down": 16000, "gpt-4o-4k": 4000, "gpt-4o-6k": 6000, "gpt-4o-8k": 8000, "gpt-4o-16k": 16000,
                    "claude-sonnet-4-5-4k": 4000, "text-embedding-3-small-1k": 1000}
 
 BUDGET_HOOK_SETTINGS = {
@@ -61,6 +63,8 @@ def proxy_config(upstream_port: int, settings: dict) -> dict:
             deployment("discovered", "gpt-4o-6k", None),
             deployment("mixed", "gpt-4o-16k", 16000),
             deployment("mixed", "gpt-4o-4k", 4000),
+            deployment("unstable", "gpt-4o-16k-down", 16000),
+            {**deployment("pinned", "gpt-4o-4k", None), "model_info": {"id": "dep-4k-1", "max_input_tokens": 4000}},
             deployment("shadowed", "gpt-4o-4k", 4000),
             deployment("wild/*", "*", None),
             deployment("emb", "text-embedding-3-small-1k", 1000),
@@ -69,7 +73,7 @@ def proxy_config(upstream_port: int, settings: dict) -> dict:
                                                         "api_key": "fake-key"},
              "model_info": {"max_input_tokens": 4000}},
         ],
-        "router_settings": {"model_group_alias": {"alias-small": "small"}},
+        "router_settings": {"model_group_alias": {"alias-small": "small"}, "fallbacks": [{"unstable": ["small"]}]},
         "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin", "e2e_logger.recorder"], "num_retries": 0},
         "callback_settings": {"budget_hook": settings},
         "general_settings": {"custom_auth": "e2e_auth.user_api_key_auth"},

@@ -10,7 +10,8 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a rea
   answers 400 ``context_length_exceeded`` with OpenAI's wording when prompt + max_tokens > window;
 * rejects broken tool structure as OpenAI does (a ``tool`` message that answers no preceding
   ``tool_calls``, or a ``tool_calls`` message whose calls are not all answered);
-* answers 500 when the last user message contains ``FAIL_UPSTREAM`` (to exercise failure callbacks);
+* answers 500 when the last user message contains ``FAIL_UPSTREAM`` (to exercise failure callbacks), and
+  always for a model whose name ends in ``-down`` (to exercise router fallbacks), after the window check;
 * streams (SSE) when asked, with a final usage chunk;
 * also serves ``/v1/embeddings`` (each input against the window), ``/v1/responses`` (items, with
   ``function_call``/``function_call_output`` pairing) and Anthropic's ``/v1/messages`` (Anthropic's
@@ -160,7 +161,7 @@ class Handler(BaseHTTPRequestHandler):
                 "messages",
             )
         last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
-        if "FAIL_UPSTREAM" in json.dumps(last_user.get("content")):
+        if "FAIL_UPSTREAM" in json.dumps(last_user.get("content")) or str(model).endswith("-down"):
             return self._error(500, "The server had an error while processing your request.", "server_error")
         _stat("accepted")
         answer = f"ok: {len(messages)} messages, {prompt} prompt tokens"

@@ -64,6 +64,8 @@ class DecisionRecord:
     key_alias: str | None = None
     #: only with ``log_dropped_content``: the original text of every touched message
     dropped_content: tuple[Mapping[str, Any], ...] | None = None
+    #: attempts the router sent to another deployment than the first decision assumed, each decided again
+    attempts: tuple[Mapping[str, Any], ...] = ()
     #: the operator asked for content in logs (``log_dropped_content``): provider error texts are kept too
     log_content: bool = False
     #: the plugin's own failure: what it was and what the fail mode did
@@ -176,6 +178,8 @@ class DecisionRecord:
             record["block"] = dict(self.block)
         if self.warnings:
             record["warnings"] = list(self.warnings)
+        if self.attempts:
+            record["attempts"] = [dict(a) for a in self.attempts]
         record.update(team_id=self.team_id, team_alias=self.team_alias, key_alias=self.key_alias)
         if content and self.dropped_content is not None:
             record["dropped_content"] = [dict(c) for c in self.dropped_content]

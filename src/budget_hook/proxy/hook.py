@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import hashlib
 import json
 import logging
@@ -29,6 +30,7 @@ import sys
 import traceback
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass, replace
 from typing import Any
 
 import litellm
@@ -45,7 +47,7 @@ from .client_input import SETTINGS_NAME, read_client_input
 from .errors import ErrorSpec, block_error, internal_error
 from .offload import Offloader
 from .records import RecordStore
-from .windows import WindowCache, combine, limits_from_router, listed_groups
+from .windows import WindowCache, combine, deployment_limits, limits_from_router, listed_groups
 
 logger = logging.getLogger("budget_hook")
 
@@ -84,14 +86,41 @@ def _install_stderr_handler() -> None:
     logger.propagate = False
 
 
-def _router_limits(group: str) -> Any:
+def _router() -> Any:
     try:
         from litellm.proxy import proxy_server  # the router exists only once the proxy has started
 
-        router = proxy_server.llm_router
+        return proxy_server.llm_router
     except Exception:  # pragma: no cover - the plugin used outside the proxy
-        router = None
-    return limits_from_router(router, group)
+        return None
+
+
+def _router_limits(group: str) -> ModelLimits:
+    return limits_from_router(_router(), group)
+
+
+def _router_deployment_limits(key: str) -> ModelLimits | None:
+    group, _, deployment_id = key.partition("\x00")
+    return deployment_limits(_router(), group, deployment_id)
+
+
+def _covers(attempt: ModelLimits, first: ModelLimits) -> bool:
+    """The attempt's deployment takes whatever fit the first decision: at least its window, counted alike,
+    no larger output filled in."""
+    return (attempt.window is not None and first.window is not None and attempt.window >= first.window
+            and (attempt.counting_model, attempt.base_model) == (first.counting_model, first.base_model)
+            and (attempt.filled_output_tokens or 0) <= (first.filled_output_tokens or 0))
+
+
+@dataclass(frozen=True)
+class _Decided:
+    """What the pre-call decision left for later: the record object attached to the body (an identity no
+    client can forge), the request and decision, and the body forwarded."""
+
+    marker: dict[str, Any]
+    request: BudgetRequest
+    decision: Decision
+    forwarded: Mapping[str, Any]
 
 
 def caller_of(user_api_key_dict: Any) -> Caller:
@@ -122,10 +151,12 @@ class BudgetHookPlugin(CustomLogger):
                 print(f"budget_hook: refusing to start: {exc}", file=sys.stderr, flush=True)
                 raise
         self.settings = settings
-        self.windows = WindowCache(_router_limits)
+        self.windows: WindowCache[ModelLimits] = WindowCache(_router_limits)
         self.records: RecordStore[DecisionRecord] = RecordStore()
-        #: call id -> the record object attached to its body (see ``_already_decided``)
-        self._decided: OrderedDict[str, dict[str, Any]] = OrderedDict()
+        #: call id -> what the pre-call decision needs to be checked again per attempt, and the record object
+        #: attached to its body (see ``_already_decided``)
+        self._decided: OrderedDict[str, _Decided] = OrderedDict()
+        self.deployment_windows: WindowCache[ModelLimits | None] = WindowCache(_router_deployment_limits)
         self.offloader = Offloader(threads=settings.counting_threads, offload_chars=settings.offload_chars)
         COUNT_CACHE.configure(settings.count_cache_entries)
         if settings.log_to_stderr:
@@ -170,38 +201,103 @@ class BudgetHookPlugin(CustomLogger):
                 fail_mode = str(self.settings.layers.base.get("fail_mode", "open"))
             return self._internal_failure(exc, data, key, fail_mode, request)
         self.records.remember(data.get("litellm_call_id"), record)
-        self._mark_decided(data, _attach(data, key, record))
+        marker = _attach(data, key, record)
+        # the trimmed copy carries the metadata just attached (the record, and spend_logs_metadata)
+        forwarded = data if decision.request is data else {**decision.request, key: data[key]}
+        self._mark_decided(data, _Decided(marker, request, decision, forwarded))
         if decision.action == "blocked":
             raise BudgetHookHTTPError(block_error(decision, shape))
-        if decision.request is data:
-            return data
-        forwarded = dict(decision.request)
-        forwarded[key] = data[key]
         return forwarded
 
     def _already_decided(self, data: Mapping[str, Any], key: str) -> bool:
         """True when this very body already went through this plugin: its metadata holds the record object
         we attached (an identity no client can forge; a client may well reuse a call id)."""
         call_id = data.get("litellm_call_id")
-        marker = self._decided.get(call_id) if isinstance(call_id, str) else None
+        decided = self._decided.get(call_id) if isinstance(call_id, str) else None
         metadata = data.get(key)
-        return marker is not None and isinstance(metadata, Mapping) and metadata.get(SETTINGS_NAME) is marker
+        return decided is not None and isinstance(metadata, Mapping) and metadata.get(SETTINGS_NAME) is decided.marker
 
-    def _mark_decided(self, data: Mapping[str, Any], attached: dict[str, Any]) -> None:
+    def _mark_decided(self, data: Mapping[str, Any], decided: _Decided) -> None:
         call_id = data.get("litellm_call_id")
         if isinstance(call_id, str):
-            self._decided[call_id] = attached
+            self._decided[call_id] = decided
             while len(self._decided) > self.records.in_flight:
                 self._decided.popitem(last=False)
 
-    def _internal_failure(self, exc: Exception, data: dict, key: str, fail_mode: str,
-                          request: BudgetRequest | None) -> None:
+    # --- every attempt: the deployment the router chose (retries, fallbacks, aliases, wildcards) -----
+
+    async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
+        """Check the request once more against the deployment this attempt goes to.
+
+        The pre-call hook budgets against the group the client named; the router may then send the same body
+        to another deployment: a retry, a fallback to another group, an alias or wildcard resolved later.
+        When the attempt's deployment has the window the first decision used (and the body is the one we
+        forwarded) the first decision stands; otherwise the attempt is decided again against its own window
+        and policy: forwarded as is, trimmed, or refused with a context-window error the router understands.
+        """
+        shape = SHAPES.for_call_type(getattr(call_type, "value", call_type))
+        call_id = kwargs.get("litellm_call_id")
+        decided = self._decided.get(call_id) if isinstance(call_id, str) else None
+        if shape is None or decided is None:
+            return None  # not a request this plugin decided on (health checks, internal calls)
+        try:
+            attempt = self._attempt_limits(kwargs)
+            if attempt is None:
+                return None
+            group, limits = attempt
+            first = decided.decision
+            same_content = all(kwargs.get(f) is decided.forwarded.get(f) for f in shape.content_fields)
+            if same_content and _covers(limits, first.limits):
+                return None  # nothing differs: the first decision holds for this deployment
+            request = replace(decided.request, body=kwargs, model_group=group, limits=limits)
+            decision = await self.offloader.run(lambda: decide(request, self.settings), kwargs)
+        except Exception as exc:  # the plugin's own failure, per the fail mode of the first decision
+            fail_mode = decided.decision.resolved.policy.fail_mode
+            self._log_internal(exc, kwargs, fail_mode)
+            if fail_mode == "closed":
+                raise BudgetHookHTTPError(internal_error(call_id)) from None
+            return None
+        self._record_attempt(call_id, group, decision)
+        if decision.action == "blocked":
+            spec = block_error(decision, shape)
+            raise litellm.ContextWindowExceededError(message=spec.message, model=str(kwargs.get("model")),
+                                                     llm_provider="budget_hook")
+        return None if decision.request is kwargs else dict(decision.request)
+
+    def _attempt_limits(self, kwargs: Mapping[str, Any]) -> tuple[str, ModelLimits] | None:
+        """The group and limits of the deployment this attempt goes to (from the router's own metadata)."""
+        for key in ("metadata", "litellm_metadata"):
+            metadata = kwargs.get(key)
+            if not isinstance(metadata, Mapping) or not isinstance(metadata.get("model_info"), Mapping):
+                continue
+            deployment_id = metadata["model_info"].get("id")
+            group = metadata.get("deployment_model_name") or metadata.get("model_group")
+            if isinstance(deployment_id, str) and isinstance(group, str):
+                limits = self.deployment_windows.get(f"{group}\x00{deployment_id}")
+                return (group, limits) if limits is not None else None
+        return None
+
+    def _record_attempt(self, call_id: Any, group: str, decision: Decision) -> None:
+        record = self.records.find(call_id)
+        if record is None:
+            return
+        attempt = {"model_group": group, "window": decision.limits.window, "action": decision.action,
+                   "tokens_before": decision.tokens_before, "tokens_after": decision.tokens_after}
+        self.records.remember(call_id, dataclasses.replace(record, attempts=(*record.attempts, attempt)[-10:]))
+
+    def _log_internal(self, exc: Exception, data: Mapping[str, Any], fail_mode: str,
+                      request: BudgetRequest | None = None) -> DecisionRecord:
         cause = exc.cause if isinstance(exc, InternalFailure) else exc
         record = DecisionRecord.failure(model_group=data.get("model"), error=f"{type(cause).__name__}: {cause}",
                                         fail_mode=fail_mode, request=request)
         logger.critical(json.dumps({"event": "budget_hook.internal_error", "call_id": data.get("litellm_call_id"),
                                     **record.as_dict(),
                                     "traceback": "".join(traceback.format_exception(cause, limit=8))}, default=str))
+        return record
+
+    def _internal_failure(self, exc: Exception, data: dict, key: str, fail_mode: str,
+                          request: BudgetRequest | None) -> None:
+        record = self._log_internal(exc, data, fail_mode, request)
         try:
             self.records.remember(data.get("litellm_call_id"), record)
             _attach(data, key, record)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from ..budget.windows import (
     DEFAULT_ANTHROPIC_MAX_TOKENS,
@@ -21,6 +21,8 @@ from ..budget.windows import (
 )
 from ..counting import resolve_tokenizer
 
+T = TypeVar("T")
+
 #: how long a model group's window is reused before asking the router again
 LIMITS_TTL_SECONDS = 60.0
 #: groups cached at most (names come from clients)
@@ -29,12 +31,27 @@ MAX_CACHED_GROUPS = 4096
 
 def limits_from_router(router: Any, group: str) -> ModelLimits:
     """Minimum window over the group's deployments, per the router; then the model map; else unknown."""
-    deployments: list[Any] = []
-    if router is not None:
-        try:
-            deployments = router.get_model_list(model_name=group) or []
-        except Exception:
-            deployments = []
+    return limits_of(router, group, _deployments(router, group))
+
+
+def deployment_limits(router: Any, group: str, deployment_id: str) -> ModelLimits | None:
+    """The limits of one deployment of ``group`` (the one an attempt goes to), None if the router has none
+    with that id."""
+    found = [d for d in _deployments(router, group) if (d.get("model_info") or {}).get("id") == deployment_id]
+    return limits_of(router, group, found[:1]) if found else None
+
+
+def _deployments(router: Any, group: str) -> list[Any]:
+    if router is None:
+        return []
+    try:
+        return list(router.get_model_list(model_name=group) or [])
+    except Exception:
+        return []
+
+
+def limits_of(router: Any, group: str, deployments: list[Any]) -> ModelLimits:
+    """Minimum window over ``deployments`` of ``group``; with none, the model map for the name; else unknown."""
     windows: list[tuple[int, str]] = []
     backends: list[tuple[str, str | None]] = []
     filled: list[int] = []
@@ -118,15 +135,15 @@ def combine(group: str, parts: list[ModelLimits]) -> ModelLimits:
                        deployments, routed, max(filled, default=None))
 
 
-class WindowCache:
-    """Limits per group, asked of ``lookup(group)`` at most once per ``ttl`` seconds."""
+class WindowCache(Generic[T]):
+    """Limits per group (or deployment), asked of ``lookup(name)`` at most once per ``ttl`` seconds."""
 
-    def __init__(self, lookup: Callable[[str], ModelLimits], *, ttl: float = LIMITS_TTL_SECONDS) -> None:
+    def __init__(self, lookup: Callable[[str], T], *, ttl: float = LIMITS_TTL_SECONDS) -> None:
         self.lookup = lookup
         self.ttl = ttl
-        self._cache: dict[str, tuple[float, ModelLimits]] = {}
+        self._cache: dict[str, tuple[float, T]] = {}
 
-    def get(self, group: str) -> ModelLimits:
+    def get(self, group: str) -> T:
         now = time.monotonic()
         cached = self._cache.get(group)
         if cached and now - cached[0] < self.ttl:
