@@ -33,10 +33,12 @@ from . import images
 from .cache import COUNT_CACHE
 from .canonical import canonical_json
 from .encodings import get_encoding
-from .media import audio_tokens, file_tokens
+from .media import audio_tokens, file_text, file_tokens
 from .profiles import TokenizerProfile, resolve_tokenizer
 from .tools import render_functions, tool_functions
 
+#: a file's name and framing around its text
+FILE_FRAMING_TOKENS = 20
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _IMAGE_DETAILS = frozenset({"auto", "low", "high"})
 _DIGIT_RUNS = re.compile(r"\d{2,}")
@@ -271,6 +273,9 @@ class TokenCounter:
         if kind == "input_audio" and isinstance(part.get("input_audio"), Mapping):
             return 0, audio_tokens(part["input_audio"].get("data"))
         if kind == "file" and isinstance(part.get("file"), Mapping):
+            text = file_text(part["file"])  # a text file is counted as the text it is
+            if text is not None:
+                return self.count_text(text) + FILE_FRAMING_TOKENS, 0
             return 0, file_tokens(part["file"])
         # Unknown or malformed part: count everything it carries, so nothing is free.
         return self.count_text(canonical_json(part)), 0

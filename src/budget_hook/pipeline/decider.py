@@ -179,6 +179,15 @@ def decide_conversation(
     window, early = context.start()
     if early is not None:
         return early
+    unreadable = shape.unreadable(request)
+    if unreadable:
+        path, why = unreadable[0]
+        if policy.unreadable_content == "block":
+            message = (f"{path}: {why}, so the gateway cannot check it against the context budget, and its policy "
+                       f"blocks such requests; send the content inline")
+            return context.blocked(BlockReason("unreadable", message, {"field": path, "parts": len(unreadable)},
+                                               param=path))
+        context.warnings.append(f"{len(unreadable)} part(s) counted at a conservative estimate: {path}: {why}")
     try:
         try:
             reserve = requested_output_tokens(request, shape.output_token_fields)

@@ -18,7 +18,7 @@ from ..trimming import TrimReport
 Action = Literal["pass", "trimmed", "blocked", "would_trim", "would_block", "skipped"]
 #: why a request is blocked: it cannot fit, its own output allowance leaves no room, it is malformed
 #: (or the client's input to the gateway is), or nobody knows the model's window
-BlockKind = Literal["cannot_fit", "output_reserve", "malformed", "unknown_window"]
+BlockKind = Literal["cannot_fit", "output_reserve", "malformed", "unknown_window", "unreadable"]
 
 
 @dataclass(frozen=True)
@@ -33,8 +33,8 @@ class BlockReason:
     def code(self) -> str:
         # Only a real overflow says context_length_exceeded: agent frameworks react to it by compacting
         # and retrying, which cannot help a malformed request or a model whose window nobody knows.
-        return {"malformed": "invalid_request", "unknown_window": "model_window_unknown"}.get(
-            self.kind, "context_length_exceeded")
+        return {"malformed": "invalid_request", "unknown_window": "model_window_unknown",
+                "unreadable": "content_not_countable"}.get(self.kind, "context_length_exceeded")
 
 
 @dataclass(frozen=True)

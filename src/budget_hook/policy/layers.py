@@ -31,6 +31,7 @@ Mode = Literal["enforce", "shadow", "off"]
 #: from loosest to strictest
 FailMode = Literal["open", "closed"]
 UnknownWindow = Literal["default", "block"]
+UnreadableContent = Literal["estimate", "block"]
 
 BUDGET_FIELDS = tuple(f.name for f in knob_fields(BudgetPolicy))
 TRIM_FIELDS = tuple(f.name for f in knob_fields(TrimPolicy))
@@ -47,6 +48,9 @@ class Policy:
     unknown_window: UnknownWindow = knob("default", doc="a group whose window is unknown: use "
                                          "default_max_input_tokens (with a warning) or block")
     default_max_input_tokens: int = knob(8192, gt=0, doc="the window assumed when none is known")
+    unreadable_content: UnreadableContent = knob("estimate", doc="content the request only references (a "
+                                                 "file_id, a URL, a PDF whose pages cannot be counted): count a "
+                                                 "conservative estimate and flag it, or block")
     log_dropped_content: bool = knob(False, doc="include the text of dropped/edited messages in the log record")
     truncate_embedding_inputs: bool = knob(False, doc="/embeddings: cut over-limit inputs to the limit "
                                            "(reported) instead of answering 400")
@@ -115,7 +119,8 @@ class ResolvedPolicy:
         return replace(self, warnings=self.warnings + (warning,))
 
 
-_HINTS = {"mode": Mode, "fail_mode": FailMode, "unknown_window": UnknownWindow}
+_HINTS = {"mode": Mode, "fail_mode": FailMode, "unknown_window": UnknownWindow,
+          "unreadable_content": UnreadableContent}
 
 #: How each setting may move under ``metadata_policy: tighten``: lower numbers, higher numbers, or along
 #: its Literal's order (loosest to strictest). Other settings cannot be changed by metadata in that mode.

@@ -33,11 +33,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..budget import OUTPUT_TOKEN_FIELDS, Budget
-from ..counting import TokenCounter, canonical_json
+from ..counting import TokenCounter, canonical_json, media
 from ..errors import MalformedRequestError
 from ..trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .anthropic_blocks import convert_message, current_turn_start, envelope, tool_result_content
-from .base import ConversationShape, View, touched_item, view_decisions
+from .base import ConversationShape, View, touched_item, unreadable_parts, view_decisions
 
 CACHE_PREFIX_NOTE = "cache_prefix_rewritten"
 IMAGE_PLACEHOLDER = "[budget_hook: image removed by the gateway to fit the context budget]"
@@ -314,6 +314,22 @@ _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_
                                "server_tool_use", "web_search_tool_result", "search_result"})
 
 
+def _unreadable_block(block: Any) -> str | None:
+    if _kind(block) != "document":
+        return None
+    source = block.get("source") if isinstance(block.get("source"), Mapping) else {}
+    if source.get("type") in ("url", "file"):
+        return f"a document by {source.get('type')}: its content is not in the request"
+    if source.get("type") == "base64" and str(source.get("media_type", "application/pdf")) == "application/pdf":
+        return media.unreadable({"type": "file", "file": {"file_data": "data:application/pdf;base64,"
+                                                                       + str(source.get("data", ""))}})
+    return None
+
+
+def _unreadable(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return unreadable_parts(body.get("messages"), "messages", "content", _unreadable_block)
+
+
 def _detect(body: Mapping[str, Any]) -> bool:
     messages = body.get("messages")
     if not isinstance(messages, list):
@@ -357,5 +373,6 @@ SHAPE = ConversationShape(
     native_action=_native_action,
     problems=_problems,
     touched_content=_touched_content,
+    unreadable=_unreadable,
     protected_note=CACHE_PREFIX_NOTE,
 )

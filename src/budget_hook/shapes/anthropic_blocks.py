@@ -113,7 +113,7 @@ def convert_message(message: Any, where: str, *, keep_thinking: bool = True,
         elif kind == "image":
             parts.append(_image_part(block))
         elif kind == "document":
-            parts.append(_document_part(block))
+            parts.extend(_document_parts(block))
         elif kind == "tool_use":
             arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
             tool_calls.append(
@@ -167,7 +167,7 @@ def tool_result_content(content: Any, where: str) -> tuple[str, list[dict[str, A
         if isinstance(block, Mapping) and block.get("type") == "image":
             images.append(_image_part(block))
         elif isinstance(block, Mapping) and block.get("type") == "document":
-            images.append(_document_part(block))
+            images.extend(_document_parts(block))
         elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
             texts.append(block["text"])
         else:
@@ -189,19 +189,38 @@ def _image_part(block: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "image_url", "image_url": {"url": url}}
 
 
-def _document_part(block: Mapping[str, Any]) -> dict[str, Any]:
+def _document_parts(block: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A ``document`` block as chat parts, for every source type Anthropic accepts: ``base64`` (a PDF or a
+    text file, counted as what it is), ``text``, ``content`` (its own text and image blocks); ``url`` and
+    ``file`` reference content the request does not carry (counted at a flat estimate, flagged)."""
     source = _source(block)
-    if source.get("type") == "base64":
+    kind = source.get("type")
+    title = block.get("title") or source.get("media_type", "text/plain")
+    extra = [{"type": "text", "text": str(block["context"])}] if block.get("context") else []
+    if kind == "base64":
         data = f"data:{source.get('media_type', 'application/pdf')};base64,{source.get('data', '')}"
-        return {"type": "file", "file": {"file_data": data}}
-    if source.get("type") == "text":
-        # Anthropic wraps documents in XML-like framing with their source; count it too.
-        title = block.get("title") or source.get("media_type", "text/plain")
-        data = source.get("data", "")
-        framed = (f'<document index="1">\n<source>{title}</source>\n<document_content>{data}'
-                  '</document_content>\n</document>')
-        return {"type": "text", "text": framed}
-    return {"type": "file", "file": {"file_id": canonical_json(source)}}
+        return [{"type": "file", "file": {"file_data": data}}, *extra]
+    if kind == "text":
+        return [{"type": "text", "text": _framed(title, str(source.get("data", "")))}, *extra]
+    if kind == "content" and isinstance(source.get("content"), (str, list)):
+        inner = source["content"]
+        blocks = [{"type": "text", "text": inner}] if isinstance(inner, str) else inner
+        texts = [str(b.get("text", "")) if _is_text(b) else "" for b in blocks]
+        images = [_image_part(b) for b in blocks if isinstance(b, Mapping) and b.get("type") == "image"]
+        others = [canonical_json(b) for b in blocks if not _is_text(b) and not (isinstance(b, Mapping)
+                                                                             and b.get("type") == "image")]
+        return [{"type": "text", "text": _framed(title, "\n".join([*texts, *others]))}, *images, *extra]
+    return [{"type": "file", "file": {"file_id": canonical_json(source)}}, *extra]
+
+
+def _is_text(block: Any) -> bool:
+    return isinstance(block, Mapping) and block.get("type") == "text"
+
+
+def _framed(title: Any, text: str) -> str:
+    # Anthropic wraps documents in XML-like framing with their source; count it too.
+    return f'<document index="1">\n<source>{title}</source>\n<document_content>{text}</document_content>\n</document>'
+
 
 
 def _convert_tool(tool: Mapping[str, Any]) -> dict[str, Any]:

@@ -39,6 +39,19 @@ class View:
 Wording = Callable[[Mapping[str, Any], "int | None"], str]
 
 
+def unreadable_parts(items: Any, key: str, content_key: str, why: Callable[[Any], str | None]
+                     ) -> list[tuple[str, str]]:
+    """``(path, why)`` for every part of ``items[i][content_key]`` that ``why`` says cannot be sized."""
+    found: list[tuple[str, str]] = []
+    for index, item in enumerate(items if isinstance(items, list) else []):
+        content = item.get(content_key) if isinstance(item, Mapping) else None
+        for part_index, part in enumerate(content if isinstance(content, list) else []):
+            reason = why(part)
+            if reason:
+                found.append((f"{key}[{index}].{content_key}[{part_index}]", reason))
+    return found
+
+
 def touched_item(body: Mapping[str, Any], key: str, action: MessageAction) -> Mapping[str, Any] | None:
     """The native message or item an action refers to (``body[key][action.index]``), if it is one."""
     items = body.get(key)
@@ -99,6 +112,8 @@ class ConversationShape(Shape):
     problems: Callable[[Mapping[str, Any]], list[str]] = field(default=lambda body: [])
     #: the original text of a touched message or block (records, with ``log_dropped_content`` only)
     touched_content: Callable[[Mapping[str, Any], MessageAction], str] = field(default=lambda body, action: "")
+    #: parts whose size cannot be known from the request (content referenced by id or URL...): (path, why)
+    unreadable: Callable[[Mapping[str, Any]], list[tuple[str, str]]] = field(default=lambda body: [])
     #: facts about the body the report must carry (history the gateway cannot see...)
     notes: Callable[[Mapping[str, Any]], tuple[str, ...]] = field(default=lambda body: ())
     #: the report's note when ``View.protected`` had to be given up to fit

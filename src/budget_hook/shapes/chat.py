@@ -10,10 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..budget import OUTPUT_TOKEN_FIELDS
-from ..counting import canonical_json
+from ..counting import canonical_json, media
 from ..trimming import MessageAction, message_text
 from ..trimming.structure import pairing_problems
-from .base import ConversationShape, View, touched_item
+from .base import ConversationShape, View, touched_item, unreadable_parts
 
 _CHAT_ONLY_ROLES = frozenset({"system", "developer", "tool", "function"})
 
@@ -25,6 +25,10 @@ def _detect(body: Mapping[str, Any]) -> bool:
 def _problems(body: Mapping[str, Any]) -> list[str]:
     messages = body.get("messages")
     return pairing_problems(messages) if isinstance(messages, list) else []
+
+
+def _unreadable(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return unreadable_parts(body.get("messages"), "messages", "content", media.unreadable)
 
 
 def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
@@ -47,4 +51,5 @@ SHAPE = ConversationShape(
     view=View,
     problems=_problems,
     touched_content=_touched_content,
+    unreadable=_unreadable,
 )

@@ -26,10 +26,10 @@ from dataclasses import replace
 from typing import Any
 
 from ..budget import OUTPUT_TOKEN_FIELDS, Budget
-from ..counting import TokenCounter, canonical_json
+from ..counting import TokenCounter, canonical_json, media
 from ..errors import MalformedRequestError
 from ..trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text
-from .base import ConversationShape, View, touched_item, view_decisions
+from .base import ConversationShape, View, touched_item, unreadable_parts, view_decisions
 
 SERVER_HISTORY_NOTE = "server_side_history_not_counted"
 _ROLES = ("user", "assistant", "system", "developer")
@@ -251,6 +251,18 @@ def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
     return canonical_json(item)
 
 
+def _unreadable_part(part: Any) -> str | None:
+    if isinstance(part, Mapping) and part.get("type") == "input_file":
+        if not part.get("file_data"):
+            return "a file referenced by id or URL: its content is not in the request"
+        return media.unreadable({"type": "file", "file": {"file_data": part["file_data"]}})
+    return None
+
+
+def _unreadable(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return unreadable_parts(body.get("input"), "input", "content", _unreadable_part)
+
+
 def _detect(body: Mapping[str, Any]) -> bool:
     return "input" in body and "messages" not in body
 
@@ -275,6 +287,7 @@ SHAPE = ConversationShape(
     native_action=_native_action,
     problems=_problems,
     touched_content=_touched_content,
+    unreadable=_unreadable,
     notes=_notes,
     remedy="Shorten the latest input, lower max_output_tokens, or use a model with a larger context window.",
 )
