@@ -650,3 +650,21 @@ def test_a_trimmed_body_carries_the_metadata_attached_to_the_request():
     out = run_hook(make_plugin(), long_chat())
     assert out["metadata"]["spend_logs_metadata"]["budget_hook"]["action"] == "trimmed"
     assert out["metadata"]["client"] == "x"
+
+
+def test_routes_that_reach_a_model_in_an_unread_format_are_refused_unless_the_operator_passes_them():
+    body = {"model": "g", "contents": [{"role": "user", "parts": [{"text": "word " * 30_000}]}]}
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        run_hook(make_plugin(), dict(body), call_type="agenerate_content")
+    assert caught.value.status_code == 400 and caught.value.code == "route_not_budgeted"
+    assert "agenerate_content" in caught.value.message
+    assert run_hook(make_plugin(unknown_routes="pass"), dict(body), call_type="agenerate_content_stream") is None
+    for call_type in ("aimage_generation", "atranscription", "afile_content"):  # no model window involved
+        assert run_hook(make_plugin(), dict(body), call_type=call_type) is None
+
+
+def test_a_pass_through_body_in_a_known_format_is_budgeted_as_that_format():
+    data = {**long_chat(), "model": "g"}
+    out = run_hook(make_plugin(), data, call_type="pass_through_endpoint")
+    assert out["metadata"]["budget_hook"]["action"] == "trimmed"
+    assert run_hook(make_plugin(), {"model": "g", "batch": [1, 2]}, call_type="pass_through_endpoint") is None

@@ -13,7 +13,7 @@ import pytest
 
 from budget_hook.counting import TokenCounter
 
-from .harness import wait_for_record
+from .harness import upstream_payloads, wait_for_record
 from .test_proxy_e2e import chat, filler_conversation, payloads_for
 
 pytestmark = pytest.mark.e2e
@@ -83,3 +83,16 @@ def test_bodies_the_budget_cannot_vouch_for_get_a_400_and_never_reach_the_provid
     assert payloads_for(upstream, marker) == []
     record = wait_for_record(proxy, response.headers["x-litellm-call-id"])
     assert record["decision"]["action"] == "blocked" and record["decision"]["block"]["kind"] == "malformed"
+
+
+def test_gemini_native_requests_are_refused_until_they_can_be_budgeted(proxy, upstream):
+    """LiteLLM serves Gemini's generateContent; the plugin cannot read it yet, so by default it refuses it."""
+    import httpx
+
+    body = {"contents": [{"role": "user", "parts": [{"text": "word " * 30_000 + "[e2e-gemini]"}]}]}
+    for route in ("/v1beta/models/small:generateContent", "/v1beta/models/small:streamGenerateContent"):
+        response = httpx.post(f"{proxy.base_url}{route}", json=body, timeout=60,
+                              headers={"authorization": "Bearer sk-default"})
+        assert response.status_code == 400, response.text
+        assert "route_not_budgeted" in response.text and "unknown_routes" in response.text
+    assert not [p for p in upstream_payloads(upstream) if "e2e-gemini" in json.dumps(p)]

@@ -88,6 +88,7 @@ class PluginSettingsModel(PolicyFields):
     offload_chars: Count = PydanticField(default=50_000, ge=0)
     match_team_alias: StrictBool = False
     match_key_alias: StrictBool = False
+    unknown_routes: Literal["block", "pass"] = "block"
     models: dict[str, PolicyFields] = PydanticField(default_factory=dict)
     teams: dict[str, PolicyFields] = PydanticField(default_factory=dict)
     keys: dict[str, PolicyFields] = PydanticField(default_factory=dict)
@@ -95,7 +96,7 @@ class PluginSettingsModel(PolicyFields):
 
 POLICY_FIELD_NAMES = tuple(PolicyFields.model_fields)
 PROCESS_SETTINGS = ("log_to_stderr", "metadata_policy", "count_cache_entries", "counting_threads", "offload_chars",
-                    "match_team_alias", "match_key_alias")
+                    "match_team_alias", "match_key_alias", "unknown_routes")
 _ALL_NAMES = POLICY_FIELD_NAMES + PROCESS_SETTINGS + ("models", "teams", "keys")
 
 
@@ -118,6 +119,9 @@ class PluginSettings:
     #: ``keys:`` overrides match the hashed key; also the key alias only when the operator opts in (LiteLLM
     #: lets users choose the aliases of keys they create, so an alias could claim a looser override)
     match_key_alias: bool = False
+    #: routes that reach a model in a format budget_hook cannot read yet (Gemini's native generateContent,
+    #: interactions, realtime): ``block`` answers 400 naming the route, ``pass`` forwards them unchecked
+    unknown_routes: str = "block"
 
 
 def _explain(exc: ValidationError, root: str) -> str:

@@ -45,3 +45,14 @@ def internal_error(call_id: Any) -> ErrorSpec:
         "service_unavailable",
         "budget_check_unavailable",
     )
+
+
+def unread_route_error(call_type: str) -> ErrorSpec:
+    return ErrorSpec(
+        400,
+        f"budget_hook cannot yet check requests of this kind ({call_type}) against the model's context budget, "
+        "and the gateway's policy refuses what it cannot check (unknown_routes: block); send the request through "
+        "/chat/completions, /v1/messages or /v1/responses, or ask the gateway operator",
+        "invalid_request_error",
+        "route_not_budgeted",
+    )

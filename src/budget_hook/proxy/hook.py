@@ -42,9 +42,9 @@ from ..counting.cache import COUNT_CACHE
 from ..errors import PolicyError
 from ..pipeline import BudgetRequest, Caller, Decision, DecisionRecord, InternalFailure, decide
 from ..policy import PluginSettings, load_settings
-from ..shapes import SHAPES
+from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, UNREAD_MODEL_CALL_TYPES
 from .client_input import SETTINGS_NAME, read_client_input
-from .errors import ErrorSpec, block_error, internal_error
+from .errors import ErrorSpec, block_error, internal_error, unread_route_error
 from .offload import Offloader
 from .records import RecordStore
 from .windows import WindowCache, combine, deployment_limits, limits_from_router, listed_groups
@@ -173,10 +173,16 @@ class BudgetHookPlugin(CustomLogger):
     # --- pre-call: decide, record, trim or block ---------------------------------------------------
 
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: str) -> Any:
+        if not isinstance(data, dict):
+            return None
         shape = SHAPES.for_call_type(call_type)
-        if shape is None or not isinstance(data, dict):
-            return None  # not an LLM input we budget (files, batches, images, audio...): untouched
+        if shape is None and call_type == PASS_THROUGH_CALL_TYPE:
+            shape = SHAPES.detect(data)  # a pass-through body in a format we read is budgeted as that format
         group = data.get("model")
+        if shape is None:
+            if call_type in UNREAD_MODEL_CALL_TYPES and self.settings.unknown_routes == "block":
+                raise BudgetHookHTTPError(unread_route_error(call_type))
+            return None  # not an LLM input we budget (files, batches, images, audio...): untouched
         if not isinstance(group, str) or not group:
             return None  # no model group: the proxy itself answers this one
         key = shape.metadata_key

@@ -56,9 +56,19 @@ class ShapeRegistry:
         return tuple(dict.fromkeys(f for shape in self.shapes for f in shape.content_fields))
 
 
+#: LiteLLM call types that carry model input in a format no registered shape reads yet (Gemini's native
+#: generateContent, interactions, realtime): the ``unknown_routes`` setting passes or refuses them
+UNREAD_MODEL_CALL_TYPES = frozenset({
+    "agenerate_content", "agenerate_content_stream", "generate_content", "generate_content_stream",
+    "acreate_interaction", "create_interaction", "_arealtime", "_aresponses_websocket",
+})
+#: LiteLLM's pass-through routes: budgeted as the shape their body has, when it has one
+PASS_THROUGH_CALL_TYPE = "pass_through_endpoint"
+
 #: detection order matters: Anthropic before chat (both have ``messages``), embeddings before Responses
 #: (both have ``input``; only embedding models and token ids say embeddings)
 REGISTERED: tuple[Shape, ...] = (anthropic.SHAPE, chat.SHAPE, embeddings.SHAPE, responses.SHAPE, completions.SHAPE)
 SHAPES = ShapeRegistry(REGISTERED)
 
-__all__ = ["SHAPES", "ConversationShape", "InputsShape", "Shape", "ShapeRegistry", "View"]
+__all__ = ["PASS_THROUGH_CALL_TYPE", "SHAPES", "UNREAD_MODEL_CALL_TYPES", "ConversationShape", "InputsShape", "Shape",
+           "ShapeRegistry", "View"]

@@ -358,7 +358,7 @@ def _problems(body: Mapping[str, Any]) -> list[str]:
 
 SHAPE = ConversationShape(
     name="anthropic",
-    call_types=frozenset({"anthropic_messages"}),
+    call_types=frozenset({"anthropic_messages", "aanthropic_messages"}),
     routes=("/v1/messages",),
     metadata_key="litellm_metadata",
     output_token_fields=OUTPUT_TOKEN_FIELDS,
