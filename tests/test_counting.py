@@ -99,7 +99,10 @@ def test_recorded_openai_tool_requests_stay_close():
         ("anthropic/claude-sonnet-4-5", "o200k_base", False),
         ("bedrock/us.anthropic.claude-3-5-haiku-20241022-v1:0", "o200k_base", False),
         ("gemini/gemini-2.5-pro", "o200k_base", False),
-        ("ollama/llama3:8b", "o200k_base", False),
+        ("ollama/llama3:8b", "llama3", False),  # Llama 3's own tokenizer, from llama-models
+        ("groq/llama-3.3-70b-versatile", "llama3", False),
+        ("mistral/mistral-large-latest", "mistral", False),  # Mistral's own tokenizers, from mistral-common
+        ("ollama/llama2", "o200k_base", False),  # no offline tokenizer: o200k with the run-aware bound
         ("totally-unknown-model", "o200k_base", False),
         ("", "o200k_base", False),
     ],

@@ -33,10 +33,13 @@ from . import images
 from .cache import COUNT_CACHE
 from .canonical import canonical_json
 from .encodings import get_encoding
+from .family_tokenizers import family_encoder
 from .media import audio_tokens, file_text, file_tokens
 from .profiles import TokenizerProfile, resolve_tokenizer
 from .tools import render_functions, tool_functions
 
+#: encodings that are a model family's own tokenizer (``family_tokenizers``), not tiktoken's
+FAMILY_ENCODINGS = frozenset({"mistral", "llama3"})
 #: a file's name and framing around its text
 FILE_FRAMING_TOKENS = 20
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -84,7 +87,8 @@ class TokenCounter:
     def __init__(self, profile: TokenizerProfile, *, model: str = "") -> None:
         self.profile = profile
         self.model = model
-        self.encoding = get_encoding(profile.encoding_name)
+        self.encoding: Any = (family_encoder(profile.encoding_name) if profile.encoding_name in FAMILY_ENCODINGS
+                              else get_encoding(profile.encoding_name))
         self._profile_id = _profile_id(profile)
 
     @classmethod
@@ -103,6 +107,8 @@ class TokenCounter:
         if self.profile.digits_as_tokens:
             # o200k packs up to 3 digits in a token; a digit-by-digit tokenizer spends one per digit.
             tokens += sum(len(run) - -(-len(run) // 3) for run in _DIGIT_RUNS.findall(text))
+        if self.profile.run_aware:
+            tokens += run_aware_extra(text)
         return tokens
 
     def _scaled(self, raw: int) -> int:
@@ -364,6 +370,29 @@ class TokenCounter:
 @functools.lru_cache(maxsize=1024)
 def _counter_for(model: str, base_model: str | None) -> TokenCounter:
     return TokenCounter(resolve_tokenizer(model, base_model=base_model), model=model)
+
+
+_SPACE_RUN = re.compile(r" {2,}")
+_LETTER_RUN = re.compile(r"([^\s\d])\1{3,}")
+#: the bound's terms (tests hold it against the real Mistral and Llama 3 tokenizers on adversarial text)
+SPACES_PER_TOKEN = 8
+LETTERS_PER_TOKEN = 2
+EXTRA_TOKENS_PER_UTF8_BYTE = 0.55
+
+
+def run_aware_extra(text: str) -> int:
+    """Tokens other tokenizers can spend on ``text`` beyond o200k's count, as an upper bound: SentencePiece
+    vocabularies spend one token per newline or tab and one per few spaces of a run, Tekken one per two
+    letters of a one-letter run, byte-level vocabularies up to one per UTF-8 byte of scripts they lack."""
+    extra = text.count("\n") + text.count("\r") + text.count("\t")
+    if "  " in text:
+        extra += sum(-(-len(run) // SPACES_PER_TOKEN) for run in _SPACE_RUN.findall(text))
+    extra += sum(-(-len(m.group(0)) // LETTERS_PER_TOKEN) for m in _LETTER_RUN.finditer(text))
+    if not text.isascii():
+        extra += math.ceil((len(text.encode("utf-8", "surrogatepass")) - len(text)) * EXTRA_TOKENS_PER_UTF8_BYTE)
+        # characters beyond the BMP (emoji): byte fallback spends all four bytes
+        extra += len(text.encode("utf-16-le", "surrogatepass")) // 2 - len(text)
+    return extra
 
 
 def _thinking_enabled(request: Mapping[str, Any]) -> bool:

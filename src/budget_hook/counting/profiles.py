@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from . import family_tokenizers
+
 #: Provider / router prefixes that say nothing about the tokenizer.
 _PREFIX_SPLIT = re.compile(r"/")
 
@@ -52,6 +54,8 @@ class TokenizerProfile:
     structured_output_overhead: int = 0
     #: count every digit as a token (tokenizers that split numbers digit by digit)
     digits_as_tokens: bool = False
+    #: add the bound for text other tokenizers split far more finely than o200k (see ``counter``)
+    run_aware: bool = False
     #: how images are priced: "openai_tiles", "openai_patches", "anthropic"
     image_formula: str = "openai_tiles"
     image_base_tokens: int = 85
@@ -102,6 +106,9 @@ ANTHROPIC_PROFILE_TERMS: dict[str, Any] = dict(
 )
 #: No ground truth available offline for these: conservative, documented, never an under-count by design.
 UNMEASURED_SAFETY_FACTOR = 1.30
+#: families counted with their own tokenizer (text exact), chat framing unmeasured: kept generous
+OWN_TOKENIZER_TERMS: dict[str, Any] = dict(tokens_per_message=6, tools_rendering="json")
+_LLAMA3 = re.compile(r"llama[-_ ]?3")
 
 _FAMILY_KEYWORDS = (
     ("anthropic", ("claude",)),
@@ -142,7 +149,15 @@ def resolve_tokenizer(model: str | None, *, base_model: str | None = None) -> To
     if family == "anthropic":
         return TokenizerProfile("anthropic", "o200k_base", exact=False, image_formula="anthropic",
                                 **ANTHROPIC_PROFILE_TERMS)
-    return TokenizerProfile(family, "o200k_base", exact=False, safety_factor=UNMEASURED_SAFETY_FACTOR)
+    if family == "mistral" and family_tokenizers.available("mistral"):
+        return TokenizerProfile("mistral", "mistral", exact=False, safety_factor=1.0, **OWN_TOKENIZER_TERMS)
+    if family == "llama" and _LLAMA3.search(name) and family_tokenizers.available("llama3"):
+        return TokenizerProfile("llama", "llama3", exact=False, safety_factor=1.0, **OWN_TOKENIZER_TERMS)
+    # No tokenizer of its own offline: o200k with the measured-worst factor and a bound for the text that
+    # other tokenizers split far more finely than o200k (runs of newlines, spaces, one letter; digits;
+    # non-Latin scripts), so adversarial text is never under-counted.
+    return TokenizerProfile(family, "o200k_base", exact=False, safety_factor=UNMEASURED_SAFETY_FACTOR,
+                            run_aware=True, digits_as_tokens=True)
 
 
 #: gpt-5 models put a longer tool preamble in the prompt than gpt-4o (measured: 70-92 tokens more).

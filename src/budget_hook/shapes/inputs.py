@@ -83,11 +83,17 @@ def _truncate(item: Any, counter: TokenCounter, limit: int) -> Any:
         return item[:limit]
     # Estimated profiles keep proportionally fewer real tokens so the estimate lands under the limit.
     keep = limit if counter.profile.exact else int(limit / counter.profile.safety_factor)
-    tokens = counter.encoding.encode_ordinary(item)
-    text = counter.encoding.decode(tokens[:keep])
-    while _count(text, counter) > limit and keep > 0:  # digits and factors: shrink until it holds
+    decode = getattr(counter.encoding, "decode", None)
+    if decode is None:  # a tokenizer that cannot decode (several vocabularies at once): cut by characters
+        tokens: Any = item
+        keep = int(len(item) * keep / max(1, _count(item, counter)))
+        decode = "".join
+    else:
+        tokens = counter.encoding.encode_ordinary(item)
+    text = decode(tokens[:keep])
+    while _count(text, counter) > limit and keep > 0:  # digits, factors and bounds: shrink until it holds
         keep = int(keep * 0.95)
-        text = counter.encoding.decode(tokens[:keep])
+        text = decode(tokens[:keep])
     return text
 
 
