@@ -420,8 +420,9 @@ def test_format_chat_overrides_detection(cli):
     code, out, _ = cli("count", "--model", "gpt-4o", "--format", "chat", stdin=json.dumps(SYSTEM_ON_TOP))
     data = json.loads(out)
     assert code == 0 and data["format"] == "chat"
-    # as a chat body the top-level system field is not a message: only the user turn is counted
-    assert data["tokens"] == library_count("chat", SYSTEM_ON_TOP, "gpt-4o") < 100
+    # as a chat body a top-level system still counts: LiteLLM forwards it (to Claude, as its system prompt)
+    assert data["tokens"] == library_count("chat", SYSTEM_ON_TOP, "gpt-4o")
+    assert data["tokens"] > TokenCounter.for_model("gpt-4o").count_text(SYSTEM_ON_TOP["system"])
 
 
 def test_format_anthropic_overrides_detection_of_a_chat_body(cli):

@@ -236,3 +236,16 @@ def test_audio_and_files_are_never_free():
     pdf = b"%PDF-1.4\n1 0 obj <</Type /Page>> endobj\n2 0 obj <</Type /Page>> endobj\n3 0 obj <</Type /Pages>> endobj"
     data = "data:application/pdf;base64," + base64.b64encode(pdf).decode()
     assert file_tokens({"file_data": data}) == 6000
+
+
+def test_what_litellm_forwards_on_chat_is_counted_top_level_system_and_thinking_blocks():
+    claude = TokenCounter.for_model("anthropic/claude-sonnet-4-5")
+    base = {"messages": [{"role": "user", "content": "hi"}]}
+    system = "You are a meticulous reviewer. " * 400
+    assert claude.count_request({**base, "system": system}).total >= claude.count_request(base).total + claude.count_text(system)
+    assert claude.count_request({**base, "system": [{"type": "text", "text": system}]}).total > claude.count_text(system)
+    thinking = [{"type": "thinking", "thinking": "Let me reason about this carefully. " * 300, "signature": "sig" * 50}]
+    plain = {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]}
+    with_thinking = {"messages": [{"role": "user", "content": "q"},
+                                  {"role": "assistant", "content": "a", "thinking_blocks": thinking}]}
+    assert claude.count_request(with_thinking).total >= claude.count_request(plain).total + 300 * 6

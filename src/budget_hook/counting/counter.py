@@ -132,6 +132,12 @@ class TokenCounter:
         if functions and any(_role(m) == "system" for m in messages):
             # OpenAI reuses the first system message for the tool preamble (measured: 4 tokens fewer).
             overhead -= 4
+        system = request.get("system")
+        if system:
+            # A top-level ``system`` on /chat/completions: LiteLLM forwards it (to Claude, as its system
+            # prompt), so it costs what a system message costs.
+            overhead += self.profile.tokens_per_message + self._scaled(self.count_text(
+                system if isinstance(system, str) else canonical_json(system)))
         return RequestCount(
             model=self.model,
             encoding=self.profile.encoding_name,
@@ -251,6 +257,10 @@ class TokenCounter:
         refusal = message.get("refusal")
         if isinstance(refusal, str):
             text += self.count_text(refusal)
+        thinking = message.get("thinking_blocks")
+        if isinstance(thinking, list) and thinking:
+            # LiteLLM sends an assistant message's thinking blocks back to Claude: count all they carry.
+            text += self.count_text(canonical_json(thinking))
         return max(1, framing + self._scaled(text) + media)
 
     def _count_call(self, function: Mapping[str, Any]) -> int:
