@@ -338,7 +338,7 @@ def test_an_embedding_input_over_the_limit_exits_2_from_the_console_script():
         (["tally", "--model", "gpt-4o"], "{}", "invalid choice: 'tally'"),
         ([], "{}", "required: command"),
         (["count", "--model", "gpt-4o"], '{"foo": 1}', "cannot tell the request format"),
-        (["trim", "--model", "gpt-4o"], '{"foo": 1}', "pass --format (anthropic|chat|embeddings|responses|completions)"),
+        (["trim", "--model", "gpt-4o"], '{"foo": 1}', "pass --format (" + "|".join(SHAPES.names()) + ")"),
     ],
     ids=["bad-format", "bad-format-trim", "no-model", "no-model-trim", "bad-command", "no-command", "undetectable",
          "undetectable-trim"],

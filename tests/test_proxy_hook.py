@@ -653,12 +653,12 @@ def test_a_trimmed_body_carries_the_metadata_attached_to_the_request():
 
 
 def test_routes_that_reach_a_model_in_an_unread_format_are_refused_unless_the_operator_passes_them():
-    body = {"model": "g", "contents": [{"role": "user", "parts": [{"text": "word " * 30_000}]}]}
+    body = {"model": "g", "input": "word " * 30_000}
     with pytest.raises(BudgetHookHTTPError) as caught:
-        run_hook(make_plugin(), dict(body), call_type="agenerate_content")
+        run_hook(make_plugin(), dict(body), call_type="acreate_interaction")
     assert caught.value.status_code == 400 and caught.value.code == "route_not_budgeted"
-    assert "agenerate_content" in caught.value.message
-    assert run_hook(make_plugin(unknown_routes="pass"), dict(body), call_type="agenerate_content_stream") is None
+    assert "acreate_interaction" in caught.value.message
+    assert run_hook(make_plugin(unknown_routes="pass"), dict(body), call_type="acreate_interaction") is None
     for call_type in ("aimage_generation", "atranscription", "afile_content"):  # no model window involved
         assert run_hook(make_plugin(), dict(body), call_type=call_type) is None
 
@@ -668,3 +668,22 @@ def test_a_pass_through_body_in_a_known_format_is_budgeted_as_that_format():
     out = run_hook(make_plugin(), data, call_type="pass_through_endpoint")
     assert out["metadata"]["budget_hook"]["action"] == "trimmed"
     assert run_hook(make_plugin(), {"model": "g", "batch": [1, 2]}, call_type="pass_through_endpoint") is None
+
+
+def test_gemini_generate_content_is_trimmed_natively():
+    contents = []
+    for turn in range(8):
+        contents += [{"role": "user", "parts": [{"text": f"q{turn} " + "lorem ipsum " * 150}]},
+                     {"role": "model", "parts": [{"text": f"a{turn} " + "dolor sit " * 150}]}]
+    contents.append({"role": "user", "parts": [{"text": "last"}]})
+    data = {"model": "g", "contents": contents, "systemInstruction": {"parts": [{"text": "be brief"}]},
+            "generationConfig": {"maxOutputTokens": 300}}
+    out = run_hook(make_plugin(), data, call_type="agenerate_content")
+    assert out["contents"][-1] == contents[-1] and len(out["contents"]) < len(contents)
+    assert out["contents"][0]["role"] == "user" and out["systemInstruction"] == data["systemInstruction"]
+    record = out["metadata"]["budget_hook"]
+    assert record["action"] == "trimmed" and record["budget"]["output_reserve"] == 300
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        run_hook(make_plugin(), {"model": "g", "contents": [{"role": "user", "parts": [{"text": "word " * 6000}]}]},
+                 call_type="agenerate_content")
+    assert caught.value.message.startswith("The input token count (") and caught.value.param == "contents"

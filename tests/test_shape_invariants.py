@@ -186,6 +186,69 @@ def responses_bodies(draw):
     return body
 
 
+def to_gemini(body: dict, signatures: bool = False) -> dict:
+    """A chat request as Gemini's generateContent body: contents with parts, functionCall/functionResponse."""
+    contents: list[dict] = []
+    names: dict[str, str] = {}
+    system = []
+
+    def parts_of(content) -> list[dict]:
+        if isinstance(content, str):
+            return [{"text": content}] if content else []
+        parts = []
+        for part in content or []:
+            if part.get("type") == "text":
+                parts.append({"text": part["text"]})
+            elif part.get("type") == "image_url":
+                url = part["image_url"]["url"] if isinstance(part["image_url"], dict) else part["image_url"]
+                mime, _, data = url.removeprefix("data:").partition(";base64,")
+                parts.append({"inlineData": {"mimeType": mime or "image/png", "data": data}})
+        return parts
+
+    for message in body["messages"]:
+        role = message["role"]
+        if role in ("system", "developer"):
+            system += parts_of(message.get("content"))
+            continue
+        if role == "tool":
+            answer = {"functionResponse": {"name": names.get(message.get("tool_call_id"), "tool"),
+                                           "response": {"content": message.get("content")}}}
+            if contents and contents[-1]["role"] == "user" and "functionResponse" in contents[-1]["parts"][-1]:
+                contents[-1]["parts"].append(answer)
+            else:
+                contents.append({"role": "user", "parts": [answer]})
+            continue
+        parts = parts_of(message.get("content"))
+        for call in message.get("tool_calls") or []:
+            names[call["id"]] = call["function"]["name"]
+            try:
+                args = json.loads(call["function"]["arguments"])
+            except (ValueError, TypeError):
+                args = {"raw": call["function"]["arguments"]}
+            part = {"functionCall": {"name": call["function"]["name"], "args": args}}
+            if signatures:
+                part["thoughtSignature"] = "CtQBAdHtim" * 20
+            parts.append(part)
+        contents.append({"role": "model" if role == "assistant" else "user", "parts": parts or [{"text": "."}]})
+    out: dict = {"model": "gemini-2.5-pro", "contents": contents}
+    if system:
+        out["systemInstruction"] = {"parts": system}
+    if body.get("tools"):
+        out["tools"] = [{"functionDeclarations": [t["function"] for t in body["tools"] if "function" in t]}]
+    return out
+
+
+@st.composite
+def gemini_bodies(draw):
+    body = to_gemini(draw(conversations()), signatures=draw(st.booleans()))
+    if draw(st.integers(0, 3)) == 0:
+        body["generationConfig"] = {"maxOutputTokens": draw(st.integers(1, 2000))}
+    return body
+
+
+REAL_GEMINI = [to_gemini(conversation_request(path)) for path in CONVERSATIONS if "gemini3_01" not in path.stem]
+
+
 #: the trimmer's knobs, varied (a knob must not break an invariant)
 trim_policies = st.builds(
     TrimPolicy,
@@ -217,12 +280,13 @@ BODIES: dict[str, st.SearchStrategy[dict]] = {
     "chat": st.one_of(conversations(), st.sampled_from(REAL_CHAT)),
     "anthropic": st.one_of(anthropic_bodies(), st.sampled_from(ANTHROPIC_REAL + ANTHROPIC_CASSETTES)),
     "responses": st.one_of(responses_bodies(), st.sampled_from(REAL_RESPONSES)),
+    "gemini": st.one_of(gemini_bodies(), st.sampled_from(REAL_GEMINI)),
     "completions": st.builds(lambda v: {"model": "gpt-3.5-turbo-instruct", "prompt": v, "max_tokens": 16},
                              input_values),
     "embeddings": st.builds(lambda v: {"model": "text-embedding-3-small", "input": v}, input_values),
 }
 COUNTERS: dict[str, TokenCounter] = {"chat": GPT, "anthropic": CLAUDE, "responses": GPT, "completions": GPT,
-                                     "embeddings": EMBEDDING}
+                                     "embeddings": EMBEDDING, "gemini": TokenCounter.for_model("gemini-2.5-pro")}
 
 CONVERSATION_SHAPES = [shape for shape in SHAPES.shapes if isinstance(shape, ConversationShape)]
 INPUTS_SHAPES = [shape for shape in SHAPES.shapes if isinstance(shape, InputsShape)]

@@ -97,14 +97,37 @@ def test_bodies_the_budget_cannot_vouch_for_get_a_400_and_never_reach_the_provid
     assert record["decision"]["action"] == "blocked" and record["decision"]["block"]["kind"] == "malformed"
 
 
-def test_gemini_native_requests_are_refused_until_they_can_be_budgeted(proxy, upstream):
-    """LiteLLM serves Gemini's generateContent; the plugin cannot read it yet, so by default it refuses it."""
+def gemini(proxy, route: str, body: dict):
     import httpx
 
+    return httpx.post(f"{proxy.base_url}{route}", json=body, timeout=60, headers={"authorization": "Bearer sk-default"})
+
+
+def test_gemini_native_requests_are_budgeted_in_their_own_format(proxy, upstream):
+    """A 30,000-token generateContent request used to reach a 16,000-token deployment untouched."""
     body = {"contents": [{"role": "user", "parts": [{"text": "word " * 30_000 + "[e2e-gemini]"}]}]}
     for route in ("/v1beta/models/small:generateContent", "/v1beta/models/small:streamGenerateContent"):
-        response = httpx.post(f"{proxy.base_url}{route}", json=body, timeout=60,
-                              headers={"authorization": "Bearer sk-default"})
+        response = gemini(proxy, route, body)
         assert response.status_code == 400, response.text
-        assert "route_not_budgeted" in response.text and "unknown_routes" in response.text
+        assert "The input token count (" in response.text and "exceeds the maximum number of tokens allowed" in response.text
     assert not [p for p in upstream_payloads(upstream) if "e2e-gemini" in json.dumps(p)]
+
+
+def test_gemini_interactions_are_refused_by_default(proxy, upstream):
+    response = gemini(proxy, "/v1beta/interactions", {"model": "small", "input": "word " * 30_000})
+    assert response.status_code in (400, 404), response.text
+    if response.status_code == 400:
+        assert "route_not_budgeted" in response.text
+
+
+def test_a_gemini_conversation_is_trimmed_for_its_deployment(proxy, upstream):
+    contents = []
+    for turn in range(16):
+        contents += [{"role": "user", "parts": [{"text": f"question {turn}: " + "lorem ipsum dolor " * 60}]},
+                     {"role": "model", "parts": [{"text": f"answer {turn}: " + "consectetur elit " * 60}]}]
+    contents.append({"role": "user", "parts": [{"text": "final question [e2e-gemini-trim]"}]})
+    response = gemini(proxy, "/v1beta/models/small:generateContent", {"contents": contents})
+    assert response.status_code == 200, response.text
+    sent = [p["body"] for p in upstream_payloads(upstream) if "e2e-gemini-trim" in json.dumps(p)]
+    [payload] = sent  # LiteLLM sent the trimmed conversation to the 4k deployment as a chat request
+    assert COUNTER.count_request(payload).total <= 4000 and len(payload["messages"]) < len(contents)

@@ -91,8 +91,18 @@ def requested_output_tokens(request: Mapping[str, Any], fields: tuple[str, ...] 
     """
     extra = request.get("extra_body")
     sources = (request, extra) if isinstance(extra, Mapping) else (request,)
-    values = [tokens for source in sources for key in fields if (tokens := _tokens(source.get(key))) is not None]
+    values = [tokens for source in sources for key in fields if (tokens := _tokens(_field(source, key))) is not None]
     return max(values) if values else None
+
+
+def _field(source: Mapping[str, Any], path: str) -> Any:
+    """``source[path]``, where a dotted path reads nested objects (``generationConfig.maxOutputTokens``)."""
+    value: Any = source
+    for name in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(name)
+    return value
 
 
 def _tokens(value: Any) -> int | None:

@@ -1,6 +1,6 @@
 """Where each request shape lives, behind one registry: the proxy, the CLI and the tests find shapes here.
 
-One module per shape declares everything about it (``chat``, ``anthropic``, ``responses``,
+One module per shape declares everything about it (``chat``, ``anthropic``, ``responses``, ``gemini``,
 ``completions``, ``embeddings``; see ``base`` for what a shape declares). To add a shape, write its
 module with a ``SHAPE`` and list it in ``REGISTERED`` below; the registry checks at import that call
 types and names are unique and that a conversation shape can write every trimming action back.
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import anthropic, chat, completions, embeddings, responses
+from . import anthropic, chat, completions, embeddings, gemini, responses
 from .base import ConversationShape, InputsShape, Shape, View
 
 
@@ -56,10 +56,9 @@ class ShapeRegistry:
         return tuple(dict.fromkeys(f for shape in self.shapes for f in shape.content_fields))
 
 
-#: LiteLLM call types that carry model input in a format no registered shape reads yet (Gemini's native
-#: generateContent, interactions, realtime): the ``unknown_routes`` setting passes or refuses them
+#: LiteLLM call types that carry model input in a format no registered shape reads yet (Gemini
+#: interactions, realtime): the ``unknown_routes`` setting passes or refuses them
 UNREAD_MODEL_CALL_TYPES = frozenset({
-    "agenerate_content", "agenerate_content_stream", "generate_content", "generate_content_stream",
     "acreate_interaction", "create_interaction", "_arealtime", "_aresponses_websocket",
 })
 #: LiteLLM's pass-through routes: budgeted as the shape their body has, when it has one
@@ -67,7 +66,8 @@ PASS_THROUGH_CALL_TYPE = "pass_through_endpoint"
 
 #: detection order matters: Anthropic before chat (both have ``messages``), embeddings before Responses
 #: (both have ``input``; only embedding models and token ids say embeddings)
-REGISTERED: tuple[Shape, ...] = (anthropic.SHAPE, chat.SHAPE, embeddings.SHAPE, responses.SHAPE, completions.SHAPE)
+REGISTERED: tuple[Shape, ...] = (gemini.SHAPE, anthropic.SHAPE, chat.SHAPE, embeddings.SHAPE, responses.SHAPE,
+                                 completions.SHAPE)
 SHAPES = ShapeRegistry(REGISTERED)
 
 __all__ = ["PASS_THROUGH_CALL_TYPE", "SHAPES", "UNREAD_MODEL_CALL_TYPES", "ConversationShape", "InputsShape", "Shape",

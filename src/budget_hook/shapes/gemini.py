@@ -1,0 +1,300 @@
+"""Gemini's native ``generateContent`` / ``streamGenerateContent`` shape (LiteLLM's ``/v1beta/models/...``).
+
+The body is seen through a chat-shaped view, counted and trimmed like every conversation:
+
+* ``systemInstruction`` is the system message; each ``contents`` entry a user (``user``) or assistant
+  (``model``) message; ``functionCall`` parts become tool calls, and each ``functionResponse`` part its own
+  tool message, so a call and its response leave together and a response can be compacted alone;
+* ``inlineData`` images are sized from their header, PDFs by their pages, text files as text, other media
+  by size; ``fileData`` (a file URI) is content the request only references (flagged);
+* thought signatures and thought text are counted as text (a replayed ``thoughtSignature`` is billed);
+* ``tools`` (``functionDeclarations``; built-in tools as their JSON) and ``generationConfig``'s response
+  schema are counted; ``generationConfig.maxOutputTokens`` is the output reserve.
+
+A block uses Gemini's own sentence: ``The input token count (N) exceeds the maximum number of tokens
+allowed (M).``
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..counting import canonical_json, media
+from ..errors import MalformedRequestError
+from ..trimming import MessageAction, TrimResult, content_hash, message_text
+from .base import ConversationShape, View, touched_item, unreadable_parts, view_decisions
+
+IMAGE_PLACEHOLDER = "[budget_hook: image removed by the gateway to fit the context budget]"
+OUTPUT_FIELDS = ("generationConfig.maxOutputTokens", "generationConfig.max_output_tokens",
+                 "config.maxOutputTokens", "config.max_output_tokens")
+
+
+@dataclass(frozen=True)
+class _Ref:
+    content: int             # index in ``contents``
+    parts: tuple[int, ...]   # part indexes in that entry
+
+
+def _parts(entry: Any, where: str) -> list[Any]:
+    if not isinstance(entry, Mapping):
+        raise MalformedRequestError(where, f"expected a content object, got {type(entry).__name__}")
+    parts = entry.get("parts")
+    if isinstance(parts, Mapping):
+        return [parts]
+    if not isinstance(parts, list):
+        raise MalformedRequestError(f"{where}.parts", "missing or not a list of parts")
+    return parts
+
+
+def _media_part(data: Mapping[str, Any]) -> dict[str, Any]:
+    mime = str(data.get("mimeType") or data.get("mime_type") or "application/octet-stream")
+    url = f"data:{mime};base64,{data.get('data', '')}"
+    if mime.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "file", "file": {"file_data": url}}
+
+
+def _chat_part(part: Any, where: str) -> dict[str, Any]:
+    if not isinstance(part, Mapping):
+        raise MalformedRequestError(where, f"expected a part object, got {type(part).__name__}")
+    extra = str(part.get("thoughtSignature") or part.get("thought_signature") or "")
+    if isinstance(part.get("text"), str):
+        return {"type": "text", "text": part["text"] + extra}
+    data = part.get("inlineData") or part.get("inline_data")
+    if isinstance(data, Mapping):
+        return _media_part(data)
+    file = part.get("fileData") or part.get("file_data")
+    if isinstance(file, Mapping):
+        return {"type": "file", "file": {"file_id": canonical_json(file)}}
+    return {"type": "text", "text": canonical_json(part)}
+
+
+def _call(part: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    call = part.get("functionCall") or part.get("function_call")
+    return call if isinstance(call, Mapping) else None
+
+
+def _response(part: Any) -> Mapping[str, Any] | None:
+    if not isinstance(part, Mapping):
+        return None
+    response = part.get("functionResponse") or part.get("function_response")
+    return response if isinstance(response, Mapping) else None
+
+
+def build_view(body: Mapping[str, Any]) -> View:
+    """One view message per content entry, and one per ``functionResponse`` part (refs: content, parts)."""
+    if not isinstance(body, Mapping):
+        raise MalformedRequestError("request", f"expected a JSON object, got {type(body).__name__}")
+    contents = body.get("contents")
+    if isinstance(contents, (str, Mapping)):
+        contents = [{"role": "user", "parts": [{"text": contents}] if isinstance(contents, str) else contents}]
+    if not isinstance(contents, list):
+        raise MalformedRequestError("contents", "missing or not a list of contents")
+    messages: list[dict[str, Any]] = []
+    refs: list[_Ref | None] = []
+    system = body.get("systemInstruction") or body.get("system_instruction")
+    if system:
+        parts = [system] if isinstance(system, str) else _parts(system, "systemInstruction")
+        messages.append({"role": "system", "content": [_chat_part(p if not isinstance(p, str) else {"text": p},
+                                                                  "systemInstruction") for p in parts]})
+        refs.append(None)
+    pending: dict[str, list[str]] = {}  # function name -> ids of calls not answered yet
+    for index, entry in enumerate(contents):
+        where = f"contents[{index}]"
+        parts = _parts(entry, where)
+        role = "assistant" if entry.get("role") == "model" else "user"
+        responses = [i for i, part in enumerate(parts) if _response(part) is not None]
+        rest = [i for i in range(len(parts)) if i not in set(responses)]
+        for i in responses:
+            answer = _response(parts[i]) or {}
+            name = str(answer.get("name", ""))
+            call_id = (pending.get(name) or [f"{name}:unanswered"]).pop(0)
+            messages.append({"role": "tool", "tool_call_id": call_id,
+                             "content": canonical_json(answer.get("response", answer))})
+            refs.append(_Ref(index, (i,)))
+        if rest or not responses:
+            calls = []
+            chat_parts = []
+            for i in rest:
+                call = _call(parts[i]) if isinstance(parts[i], Mapping) else None
+                if call is not None:
+                    call_id = f"call_{index}_{i}"
+                    pending.setdefault(str(call.get("name", "")), []).append(call_id)
+                    calls.append({"id": call_id, "type": "function", "function": {
+                        "name": str(call.get("name", "")), "arguments": canonical_json(call.get("args", {}))}})
+                else:
+                    chat_parts.append(_chat_part(parts[i], f"{where}.parts[{i}]"))
+            message: dict[str, Any] = {"role": role, "content": chat_parts or None}
+            if calls:
+                message["tool_calls"] = calls
+            messages.append(message)
+            refs.append(_Ref(index, tuple(rest)))
+    request: dict[str, Any] = {"model": body.get("model"), "messages": messages}
+    tools = _tools(body.get("tools"))
+    if tools:
+        request["tools"] = tools
+    config = body.get("generationConfig") or body.get("config")
+    schema = config.get("responseSchema") or config.get("response_schema") if isinstance(config, Mapping) else None
+    if schema:
+        request["response_format"] = {"type": "json_schema", "json_schema": {"schema": schema}}
+    return View(request, tuple(refs))
+
+
+def _tools(tools: Any) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for tool in tools if isinstance(tools, list) else []:
+        declarations = tool.get("functionDeclarations") or tool.get("function_declarations") \
+            if isinstance(tool, Mapping) else None
+        if isinstance(declarations, list):
+            for declaration in declarations:
+                if isinstance(declaration, Mapping):
+                    function = {"name": str(declaration.get("name", "")),
+                                "parameters": declaration.get("parameters") or {}}
+                    if declaration.get("description"):
+                        function["description"] = str(declaration["description"])
+                    out.append({"type": "function", "function": function})
+        else:  # built-in tools (googleSearch, codeExecution...): the model sees a definition
+            out.append({"type": "function", "function": {"name": "tool", "description": canonical_json(tool)}})
+    return out
+
+
+# --- writing decisions back -----------------------------------------------------------------------------
+
+
+def _compacted(parts: Sequence[Any], edited: Mapping[str, Any]) -> list[Any]:
+    out = []
+    for part in parts:
+        answer = _response(part)
+        key = "functionResponse" if isinstance(part, Mapping) and "functionResponse" in part else "function_response"
+        out.append({**part, key: {**answer, "response": {"content": message_text(edited)}}} if answer else part)
+    return out
+
+
+def _images_removed(parts: Sequence[Any], edited: Mapping[str, Any]) -> list[Any]:
+    def is_image(part: Any) -> bool:
+        data = part.get("inlineData") or part.get("inline_data") if isinstance(part, Mapping) else None
+        return isinstance(data, Mapping) and str(data.get("mimeType") or data.get("mime_type", "")).startswith("image/")
+    return [{"text": IMAGE_PLACEHOLDER} if is_image(part) else part for part in parts]
+
+
+def _shortened(parts: Sequence[Any], edited: Mapping[str, Any]) -> list[Any]:
+    """All text parts become one, at the first text part's place; other parts stay."""
+    out, merged = [], False
+    for part in parts:
+        if not (isinstance(part, Mapping) and isinstance(part.get("text"), str)):
+            out.append(part)
+        elif not merged:
+            out.append({"text": message_text(edited)})
+            merged = True
+    return out
+
+
+WRITERS = {"compacted": _compacted, "images_removed": _images_removed, "shortened": _shortened}
+
+
+def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str, Any]:
+    actions, edited_views = view_decisions(view, result)
+    contents = body["contents"]
+    gone: dict[int, set[int]] = {}
+    written: dict[int, dict[int, list[Any]]] = {}
+    for view_index, action in actions.items():
+        ref = view.refs[view_index]
+        if ref is None:
+            continue
+        gone.setdefault(ref.content, set()).update(ref.parts)
+        if action.action != "dropped":
+            native = contents[ref.content]["parts"]
+            written.setdefault(ref.content, {})[min(ref.parts)] = WRITERS[action.action](
+                [native[i] for i in sorted(ref.parts)], edited_views[view_index])
+    new_contents = []
+    for index, entry in enumerate(contents):
+        if index not in gone:
+            new_contents.append(entry)
+            continue
+        parts: list[Any] = []
+        for part_index, part in enumerate(entry["parts"]):
+            parts.extend(written.get(index, {}).get(part_index, ()))
+            if part_index not in gone[index]:
+                parts.append(part)
+        if parts:
+            new_contents.append({**entry, "parts": parts})
+    return {**body, "contents": new_contents}
+
+
+def _native_action(action: MessageAction, view: View, body: Mapping[str, Any]) -> MessageAction:
+    ref = view.refs[action.index]
+    if ref is None:  # pragma: no cover - the system instruction is never touched
+        return action
+    entry = body["contents"][ref.content]
+    return replace(action, index=ref.content, block=ref.parts[0] if len(ref.parts) == 1 else None,
+                   role=str(entry.get("role", "user")), content_hash=content_hash(entry))
+
+
+def gemini_pairing_problems(contents: Any) -> list[str]:
+    """A ``functionResponse`` that answers no ``functionCall`` of the model turn just before it."""
+    problems: list[str] = []
+    called: list[str] = []
+    for index, entry in enumerate(contents if isinstance(contents, list) else []):
+        parts = entry.get("parts") if isinstance(entry, Mapping) else None
+        parts = parts if isinstance(parts, list) else []
+        answers = [str((_response(p) or {}).get("name")) for p in parts if _response(p) is not None]
+        for name in answers:
+            if name not in called:
+                problems.append(f"contents[{index}]: functionResponse {name!r} answers no functionCall before it")
+        if isinstance(entry, Mapping) and entry.get("role") == "model":
+            called = [str((_call(p) or {}).get("name")) for p in parts if isinstance(p, Mapping) and _call(p)]
+        elif answers or parts:
+            called = []
+    return problems
+
+
+def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
+    entry = touched_item(body, "contents", action)
+    if entry is None:
+        return ""
+    listed = entry.get("parts")
+    parts: list[Any] = listed if isinstance(listed, list) else []
+    if action.block is not None and action.block < len(parts):
+        parts = [parts[action.block]]
+    return "\n".join(p["text"] if isinstance(p, Mapping) and isinstance(p.get("text"), str) else canonical_json(p)
+                     for p in parts)
+
+
+def _unreadable_part(part: Any) -> str | None:
+    if isinstance(part, Mapping) and isinstance(part.get("fileData") or part.get("file_data"), Mapping):
+        return "a file by URI: its content is not in the request"
+    return media.unreadable(_chat_part(part, "part")) if isinstance(part, Mapping) else None
+
+
+def _unreadable(body: Mapping[str, Any]) -> list[tuple[str, str]]:
+    return unreadable_parts(body.get("contents"), "contents", "parts", _unreadable_part)
+
+
+def _overflow_wording(facts: Mapping[str, Any], tokens_before: int | None) -> str:
+    tokens = facts.get("tokens_after_trimming", tokens_before)
+    return f"The input token count ({tokens}) exceeds the maximum number of tokens allowed ({facts.get('budget')})."
+
+
+SHAPE = ConversationShape(
+    name="gemini",
+    call_types=frozenset({"agenerate_content", "agenerate_content_stream", "generate_content",
+                          "generate_content_stream"}),
+    routes=("/v1beta/models/{model}:generateContent", "/v1beta/models/{model}:streamGenerateContent"),
+    metadata_key="metadata",
+    output_token_fields=OUTPUT_FIELDS,
+    content_fields=("contents", "systemInstruction", "system_instruction", "tools", "generationConfig", "config"),
+    param="contents",
+    output_param="generationConfig.maxOutputTokens",
+    detect=lambda body: "contents" in body,
+    overflow_wording=_overflow_wording,
+    view=build_view,
+    apply=_apply,
+    writers=WRITERS,
+    native_action=_native_action,
+    problems=lambda body: gemini_pairing_problems(body.get("contents")),
+    touched_content=_touched_content,
+    unreadable=_unreadable,
+    remedy="Shorten the latest content, lower maxOutputTokens, or use a model with a larger context window.",
+)
