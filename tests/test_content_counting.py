@@ -92,3 +92,16 @@ def test_content_referenced_by_id_or_url_is_flagged_and_blocked_when_the_policy_
     blocked = decide_with(shape, body, unreadable_content="block")
     assert blocked.action == "blocked" and blocked.block.kind == "unreadable" and blocked.block.param == path
     assert blocked.block.code == "content_not_countable" and "send the content inline" in blocked.block.message
+
+
+def test_audio_and_video_cost_at_least_their_duration_at_the_lowest_bitrates():
+    from budget_hook.counting.media import audio_tokens
+
+    one_minute_speech = base64.b64encode(b"\x00" * 750 * 60).decode()  # 6 kbit/s for 60 s
+    assert audio_tokens(one_minute_speech) >= 32 * 60  # Gemini bills 32 tokens per second of audio
+    video = "data:video/mp4;base64," + base64.b64encode(b"\x00" * 12_500 * 30).decode()  # 100 kbit/s, 30 s
+    body = {"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_data": video}}]}]}
+    assert GPT.count_request(body).total >= 263 * 30  # 263 tokens per second of video
+    audio_file = "data:audio/ogg;base64," + one_minute_speech
+    body = {"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_data": audio_file}}]}]}
+    assert GPT.count_request(body).total >= 32 * 60

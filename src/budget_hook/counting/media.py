@@ -30,8 +30,16 @@ MAX_INFLATED_BYTES = 64 << 20
 #: media types of files counted as their text
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/x-yaml", "application/javascript")
 
-#: Audio and file estimates (documented in the README; conservative on purpose).
-AUDIO_BYTES_PER_TOKEN = 400  # ~10 tokens/s even for 32 kbit/s compressed audio
+#: Audio and file estimates (documented in the README; conservative on purpose). Providers bill audio and
+#: video per second (Gemini: 32 tokens per second of audio, 263 per second of video; OpenAI's audio models
+#: fewer), and a request carries bytes: the estimate assumes the lowest bitrates in use (6 kbit/s speech
+#: codecs, 100 kbit/s video), so a second costs as few bytes as it can.
+AUDIO_BYTES_PER_SECOND = 750
+AUDIO_TOKENS_PER_SECOND = 32
+AUDIO_BYTES_PER_TOKEN = AUDIO_BYTES_PER_SECOND / AUDIO_TOKENS_PER_SECOND  # about 23
+VIDEO_BYTES_PER_SECOND = 12_500
+VIDEO_TOKENS_PER_SECOND = 263
+VIDEO_BYTES_PER_TOKEN = VIDEO_BYTES_PER_SECOND / VIDEO_TOKENS_PER_SECOND  # about 48
 AUDIO_MIN_TOKENS = 100
 FILE_TOKENS_PER_PDF_PAGE = 3_000  # Anthropic's guide: 1.5-3k text tokens per page plus the page image
 FILE_BYTES_PER_TOKEN = 50
@@ -52,10 +60,15 @@ def audio_tokens(data: Any) -> int:
 
 
 def file_tokens(file: Mapping[str, Any]) -> int:
-    """Conservative estimate for a ``file`` part: PDF pages when countable, else by size."""
+    """Conservative estimate for a ``file`` part: PDF pages when countable, audio and video by their
+    duration at the lowest bitrate, else by size."""
     data = file.get("file_data")
     if not isinstance(data, str):
         return FILE_REFERENCE_TOKENS
+    if data.startswith("data:audio/"):
+        return max(AUDIO_MIN_TOKENS, math.ceil(_base64_size(data) / AUDIO_BYTES_PER_TOKEN))
+    if data.startswith("data:video/"):
+        return max(FILE_MIN_TOKENS, math.ceil(_base64_size(data) / VIDEO_BYTES_PER_TOKEN))
     pages = pdf_page_count(data)
     if pages:
         return max(FILE_MIN_TOKENS, pages * FILE_TOKENS_PER_PDF_PAGE)
