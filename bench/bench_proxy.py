@@ -181,12 +181,43 @@ def overhead(workdir: Path, rounds: int, per_round: int, settings: dict, only: s
         upstream.stop()
 
 
+def nested_schema(depth: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": ["array"], "items": schema}
+    return schema
+
+
+def hostile(rng: random.Random, sessions: AgentSessions, index: int) -> dict:
+    user = {"role": "user", "content": f"hi {index}"}
+    choice = rng.randrange(5)
+    if choice == 0:  # content LiteLLM would merge in after the hook
+        return {"model": "bench", "messages": [user],
+                "extra_body": {"messages": [{"role": "user", "content": text(rng, 20_000)}]}}
+    if choice == 1:  # a schema deep enough to exhaust a recursive walker
+        return {"model": "bench", "messages": [user], "tools": [
+            {"type": "function", "function": {"name": "f", "parameters": nested_schema(300)}}]}
+    if choice == 2:  # an over-budget agent conversation with a float max_tokens
+        body = {**sessions.next(index % 64, index), "model": "bench", "max_tokens": 1500.0}
+        body["messages"] = body["messages"][:-1] + [{"role": "user", "content": f"step {index}: " + text(rng, 50)}]
+        return body
+    if choice == 3:  # thousands of junk client settings
+        return {"model": "bench", "messages": [user],
+                "metadata": {"budget_hook": {f"junk-{i}-{'x' * 100}": i for i in range(2000)}}}
+    value: object = "deep"  # content nested far past any real request
+    for _ in range(300):
+        value = {"a": [value]}
+    return {"model": "bench", "messages": [{"role": "user", "content": [{"type": "weird", "data": value}]}]}
+
+
 def load_bodies(count: int, rng: random.Random) -> list[tuple[str, dict]]:
-    """Mixed traffic: fitting chats, over-budget agent conversations, impossible and invalid requests."""
+    """Mixed traffic: fitting chats, over-budget agent conversations, impossible, invalid and hostile requests
+    (the ways past the budget the hostile-client e2e suite tries: content in extra_body, deep schemas and
+    content, a float max_tokens, thousands of junk client settings)."""
     sessions = AgentSessions(64, rng)
     bodies = []
     for index in range(count):
-        kind = rng.choices(["fits", "trim", "impossible", "invalid", "tiny"], [40, 25, 10, 10, 15])[0]
+        kind = rng.choices(["fits", "trim", "impossible", "invalid", "tiny", "hostile"], [35, 25, 10, 10, 10, 10])[0]
         if kind == "fits":
             body = typical(rng, index % 64, index)
         elif kind == "trim":
@@ -203,6 +234,8 @@ def load_bodies(count: int, rng: random.Random) -> list[tuple[str, dict]]:
                 {"model": "bench", "messages": [{"role": "wizard", "content": "hi"}]},
                 {"model": "bench", "messages": [{"role": "user", "content": [{"type": "text"}]}], "max_tokens": -5},
             ])
+        elif kind == "hostile":
+            body = hostile(rng, sessions, index)
         else:
             body = {"model": "bench", "messages": [{"role": "user", "content": f"hi {index}"}]}
         bodies.append((kind, body))

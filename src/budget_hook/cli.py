@@ -4,7 +4,7 @@
     budget-hook trim  [--format F] --model MODEL [--max-input-tokens N] [--max-tokens N] [FILE|-]
     budget-hook check-config litellm_config.yaml
 
-``--format`` is one of the registered request shapes (chat, anthropic, responses, completions,
+``--format`` is one of the registered request shapes (chat, anthropic, responses, gemini, completions,
 embeddings); without it the shape is detected from the body. The proxy finds shapes through the same
 registry, so a dry run counts and trims exactly as the proxy would.
 

@@ -114,13 +114,16 @@ def _covers(attempt: ModelLimits, first: ModelLimits) -> bool:
 
 @dataclass(frozen=True)
 class _Decided:
-    """What the pre-call decision left for later: the record object attached to the body (an identity no
-    client can forge), the request and decision, and the body forwarded."""
+    """What the pre-call decision leaves for the attempts: the record object attached to the body (an
+    identity no client can forge), the request without its body, the limits and fail mode it used, and
+    the content fields it forwarded (by reference: an attempt on the same objects needs no new count).
+    Kept until the request succeeds, or for ``failed_seconds`` after a failure (a fallback may follow)."""
 
     marker: dict[str, Any]
     request: BudgetRequest
-    decision: Decision
-    forwarded: Mapping[str, Any]
+    limits: ModelLimits
+    fail_mode: str
+    content: Mapping[str, Any]
 
 
 def caller_of(user_api_key_dict: Any) -> Caller:
@@ -210,7 +213,10 @@ class BudgetHookPlugin(CustomLogger):
         marker = _attach(data, key, record)
         # the trimmed copy carries the metadata just attached (the record, and spend_logs_metadata)
         forwarded = data if decision.request is data else {**decision.request, key: data[key]}
-        self._mark_decided(data, _Decided(marker, request, decision, forwarded))
+        if decision.action != "blocked":  # a refused request makes no attempt
+            content = {f: forwarded.get(f) for f in shape.content_fields}
+            self._mark_decided(data, _Decided(marker, replace(request, body={}), decision.limits,
+                                              decision.resolved.policy.fail_mode, content))
         if decision.action == "blocked":
             raise BudgetHookHTTPError(block_error(decision, shape))
         return forwarded
@@ -251,14 +257,13 @@ class BudgetHookPlugin(CustomLogger):
             if attempt is None:
                 return None
             group, limits = attempt
-            first = decided.decision
-            same_content = all(kwargs.get(f) is decided.forwarded.get(f) for f in shape.content_fields)
-            if same_content and _covers(limits, first.limits):
+            same_content = all(kwargs.get(f) is decided.content.get(f) for f in shape.content_fields)
+            if same_content and _covers(limits, decided.limits):
                 return None  # nothing differs: the first decision holds for this deployment
             request = replace(decided.request, body=kwargs, model_group=group, limits=limits)
             decision = await self.offloader.run(lambda: decide(request, self.settings), kwargs)
         except Exception as exc:  # the plugin's own failure, per the fail mode of the first decision
-            fail_mode = decided.decision.resolved.policy.fail_mode
+            fail_mode = decided.fail_mode
             self._log_internal(exc, kwargs, fail_mode)
             if fail_mode == "closed":
                 raise BudgetHookHTTPError(internal_error(call_id)) from None
@@ -327,10 +332,15 @@ class BudgetHookPlugin(CustomLogger):
     async def async_log_failure_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
         self._log_outcome("failure", kwargs, response_obj)
 
-    def _purge_later(self) -> None:
-        """Failed records leave after ``failed_seconds`` even when no other request comes."""
+    def _purge_later(self, call_id: Any) -> None:
+        """Failed records, and what a failed request left for its attempts, leave after ``failed_seconds``
+        even when no other request comes (a retry or fallback comes within that time)."""
+        def purge() -> None:
+            self.records.purge()
+            if isinstance(call_id, str) and self.records.find(call_id) is None:
+                self._decided.pop(call_id, None)
         with contextlib.suppress(RuntimeError):  # no running loop: the next failure purges
-            asyncio.get_running_loop().call_later(self.records.failed_seconds + 1.0, self.records.purge)
+            asyncio.get_running_loop().call_later(self.records.failed_seconds + 1.0, purge)
 
     def _log_outcome(self, outcome: str, kwargs: dict, response_obj: Any) -> None:
         try:
@@ -354,7 +364,7 @@ class BudgetHookPlugin(CustomLogger):
                 entry["estimated_prompt_tokens"] = record.tokens_after
             else:
                 entry["error"] = describe_error(kwargs.get("exception"), with_text=record.log_content)
-                self._purge_later()
+                self._purge_later(call_id)
             logger.info(bounded_line(entry))
         except Exception:  # a logging problem must never affect the response
             logger.exception("budget_hook: could not write the decision record")
