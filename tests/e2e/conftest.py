@@ -14,6 +14,7 @@ shadowed    gpt-4o-4k                          4000; ``models: {shadowed: {mode:
 alias-small (router alias of small)             4000
 unstable    gpt-4o-16k-down                    16000, always answers 500; the router falls back to ``small``
 pinned      gpt-4o-4k, deployment id dep-4k-1  4000 (a client may name the deployment id as its model)
+mistral     mistral-small-4k                   4000, counted with Mistral's own tokenizers
 wild/*      any fake model (wildcard)          per the model named in the request
 emb         text-embedding-3-small-1k         1000 per input (/embeddings)
 claude      anthropic/claude-sonnet-4-5-4k    4000 (/v1/messages to the fake's Anthropic API)
@@ -30,7 +31,7 @@ import yaml
 
 from .harness import HERE, start_fake_provider, start_proxy
 
-UPSTREAM_MODELS = {"gpt-4o-16k-down": 16000, "gpt-4o-4k": 4000, "gpt-4o-6k": 6000, "gpt-4o-8k": 8000, "gpt-4o-16k": 16000,
+UPSTREAM_MODELS = {"mistral-small-4k": 4000, "gpt-4o-16k-down": 16000, "gpt-4o-4k": 4000, "gpt-4o-6k": 6000, "gpt-4o-8k": 8000, "gpt-4o-16k": 16000,
                    "claude-sonnet-4-5-4k": 4000, "text-embedding-3-small-1k": 1000}
 
 BUDGET_HOOK_SETTINGS = {
@@ -64,6 +65,7 @@ def proxy_config(upstream_port: int, settings: dict) -> dict:
             deployment("mixed", "gpt-4o-16k", 16000),
             deployment("mixed", "gpt-4o-4k", 4000),
             deployment("unstable", "gpt-4o-16k-down", 16000),
+            deployment("mistral", "mistral-small-4k", 4000),
             {**deployment("pinned", "gpt-4o-4k", None), "model_info": {"id": "dep-4k-1", "max_input_tokens": 4000}},
             deployment("shadowed", "gpt-4o-4k", 4000),
             deployment("wild/*", "*", None),

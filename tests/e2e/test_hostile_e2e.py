@@ -131,3 +131,75 @@ def test_a_gemini_conversation_is_trimmed_for_its_deployment(proxy, upstream):
     sent = [p["body"] for p in upstream_payloads(upstream) if "e2e-gemini-trim" in json.dumps(p)]
     [payload] = sent  # LiteLLM sent the trimmed conversation to the 4k deployment as a chat request
     assert COUNTER.count_request(payload).total <= 4000 and len(payload["messages"]) < len(contents)
+
+
+def pdf_in_object_stream(pages: int) -> str:
+    import base64
+    import zlib
+
+    packed = zlib.compress(b"\n".join(b"<< /Type /Page /Parent 2 0 R >>" for _ in range(pages)))
+    raw = b"%PDF-1.5\n1 0 obj\n<< /Type /ObjStm /Filter /FlateDecode >>\nstream\n" + packed + b"\nendstream\n%%EOF"
+    return "data:application/pdf;base64," + base64.b64encode(raw).decode()
+
+
+def text_file(text: str) -> str:
+    import base64
+
+    return "data:text/plain;base64," + base64.b64encode(text.encode()).decode()
+
+
+@pytest.mark.parametrize("case, body, field", [
+    ("pdf-object-stream", {"model": "small", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "summarise [e2e-pdf-object-stream]"},
+        {"type": "file", "file": {"file_data": pdf_in_object_stream(200)}}]}]}, "messages"),
+    ("text-file", {"model": "small", "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "review [e2e-text-file]"},
+        {"type": "file", "file": {"file_data": text_file("def handler(event):\n    return event\n" * 1500)}}]}]},
+     "messages"),
+    ("top-level-system", {"model": "small", "system": "You are a meticulous reviewer. " * 1000,
+                          "messages": [{"role": "user", "content": "hi [e2e-top-level-system]"}]}, "messages"),
+    ("float-max-tokens", {"model": "small", "max_tokens": 3990.0,
+                          "messages": [{"role": "user", "content": "hi [e2e-float-max-tokens]"}]}, "max_tokens"),
+    ("mistral-newlines", {"model": "mistral", "messages": [{"role": "user", "content": "\n" * 12_002 + "[e2e-mistral-newlines]"}]},
+     "messages"),
+    ("claude-without-max-tokens", {"model": "claude", "messages": [{"role": "user", "content": "hi [e2e-claude-without-max-tokens]"}]},
+     "max_tokens"),
+])
+def test_content_that_costs_more_than_it_looks_never_reaches_the_provider(proxy, upstream, case, body, field):
+    """Each used to be counted far below its cost (a 200-page PDF as 3,014 tokens, 12,002 newlines through a
+    Mistral group as 985, LiteLLM's own 4,096 max_tokens for Claude not reserved...) and reached the upstream."""
+    response = chat(proxy, body)
+    assert response.status_code == 400, (case, response.text)
+    error = response.json()["error"]
+    assert "context_length_exceeded" in json.dumps(error) and field in json.dumps(error)
+    marker = f"[e2e-{case}]"
+    assert not [p for p in upstream_payloads(upstream) if marker in json.dumps(p)], case
+
+
+def test_records_stay_bounded_and_carry_no_client_text(proxy, upstream):
+    body = filler_conversation(10, 60, "e2e-junk")
+    body["metadata"] = {"budget_hook": {f"junk-{i}-" + "x" * 200: i for i in range(2000)}}
+    response = chat(proxy, body)
+    assert response.status_code == 200, response.text
+    record = success_record(proxy, response.headers["x-litellm-call-id"])
+    ignored = record["decision"]["ignored_client_settings"]
+    assert len(ignored) == 11 and ignored[-1] == "... and 1990 more keys"
+    assert len(json.dumps(record)) < 64 * 1024 and "lorem ipsum" not in json.dumps(record)
+
+
+def test_the_plugin_listed_twice_decides_once(workdir, upstream):
+    from .conftest import BUDGET_HOOK_SETTINGS, proxy_config, write_config
+    from .harness import start_proxy
+
+    config = proxy_config(upstream.port, BUDGET_HOOK_SETTINGS)
+    config["litellm_settings"]["callbacks"] = ["budget_hook.proxy.plugin", "budget_hook.proxy.plugin"]
+    path = write_config(workdir / "twice", config)
+    twice = start_proxy(path, log_dir=path.parent)
+    try:
+        response = chat(twice, filler_conversation(10, 60, "e2e-twice"))
+        assert response.status_code == 200, response.text
+        assert response.headers["x-budget-decision"] == "trimmed"  # the second entry did not overwrite it
+        [sent] = payloads_for(upstream, "e2e-twice")
+        assert COUNTER.count_request(sent).total <= 4000
+    finally:
+        twice.stop()
