@@ -198,8 +198,42 @@ def bench_memory() -> None:
           f"{(used - start) / 2**20:.1f} MiB, {(used - start) / entries:.0f} bytes per entry")
 
 
+def bench_attempt_check() -> None:
+    """The per-attempt check (async_pre_call_deployment_hook) when the attempt goes where the first
+    decision assumed: it must cost next to nothing next to the pre-call decision itself."""
+    from litellm.proxy._types import UserAPIKeyAuth
+
+    from budget_hook.proxy.hook import BudgetHookPlugin
+
+    plugin = BudgetHookPlugin(load_settings({"log_to_stderr": False}))
+    plugin.model_limits = lambda group: ModelLimits(150_000, "bench", "gpt-4o")  # type: ignore[method-assign]
+    plugin.deployment_windows.lookup = lambda key: ModelLimits(150_000, "bench", "gpt-4o")
+    request = {**long_conversation(), "model": "g"}
+
+    def pre_call() -> dict:
+        data = {**fresh(request), "litellm_call_id": f"bench-{time.perf_counter_ns()}"}
+        return asyncio.run(plugin.async_pre_call_hook(UserAPIKeyAuth(), None, data, "acompletion"))
+
+    forwarded = pre_call()
+    decision_seconds = timed(pre_call)
+    attempt = {**forwarded, "metadata": {**forwarded["metadata"], "model_info": {"id": "d"},
+                                         "deployment_model_name": "g"}}
+
+    async def attempts(count: int) -> float:
+        start = time.perf_counter()
+        for _ in range(count):
+            assert await plugin.async_pre_call_deployment_hook(attempt, "acompletion") is None
+        return (time.perf_counter() - start) / count
+
+    check_seconds = asyncio.run(attempts(2000))
+    print(f"4. per-attempt check, attempt on the deployment the first decision assumed: {check_seconds * 1e6:.1f} us, "
+          f"against {decision_seconds * 1e3:.1f} ms for the pre-call decision of the same request: "
+          f"{check_seconds / decision_seconds:.4f}x")
+
+
 if __name__ == "__main__":
     bench_cache()
     bench_event_loop()
     bench_memory()
+    bench_attempt_check()
     print(f"   count cache after the run: {COUNT_CACHE.stats()}")
