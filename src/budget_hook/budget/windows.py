@@ -59,16 +59,21 @@ def _candidates(model: str) -> list[str]:
     return candidates
 
 
-def lookup_max_input_tokens(model: str) -> int | None:
-    """Input window of ``model`` (``gpt-4o``, ``openai/gpt-4o``, ``anthropic/claude-...``), None if unknown."""
+def _lookup(model: str, key: str) -> int | None:
+    """The model map's ``key`` for ``model`` (else its ``max_tokens``), tried under every spelling."""
     table = _model_map()
     for name in _candidates(model):
         entry = table.get(name)
         if isinstance(entry, dict):
-            value = entry.get("max_input_tokens") or entry.get("max_tokens")
+            value = entry.get(key) or entry.get("max_tokens")
             if isinstance(value, int) and value > 0:
                 return value
     return None
+
+
+def lookup_max_input_tokens(model: str) -> int | None:
+    """Input window of ``model`` (``gpt-4o``, ``openai/gpt-4o``, ``anthropic/claude-...``), None if unknown."""
+    return _lookup(model, "max_input_tokens")
 
 
 #: what LiteLLM sends as ``max_tokens`` to a Claude model its map does not know
@@ -78,11 +83,4 @@ DEFAULT_ANTHROPIC_MAX_TOKENS = 4096
 
 def lookup_max_output_tokens(model: str) -> int | None:
     """The model's maximum output from the model map (``max_output_tokens``, else ``max_tokens``)."""
-    table = _model_map()
-    for name in _candidates(model):
-        entry = table.get(name)
-        if isinstance(entry, dict):
-            value = entry.get("max_output_tokens") or entry.get("max_tokens")
-            if isinstance(value, int) and value > 0:
-                return value
-    return None
+    return _lookup(model, "max_output_tokens")
