@@ -709,3 +709,12 @@ def test_nothing_of_a_refused_or_failed_request_is_kept_beyond_its_time():
         return "failing" in plugin._decided
 
     assert asyncio.run(scenario()) is False
+
+
+def test_an_attempt_on_a_deployment_the_router_no_longer_lists_uses_its_groups_window():
+    plugin = make_plugin(8000)
+    plugin.deployment_windows.lookup = lambda key: None  # the deployment id is not (or no longer) known
+    out = run_hook(plugin, long_chat(turns=6, words=60))
+    plugin.model_limits = lambda group: ModelLimits(2000, "test", "gpt-4o")  # the attempt's group is smaller
+    trimmed = asyncio.run(plugin.async_pre_call_deployment_hook(attempt_kwargs(out, "small"), "acompletion"))
+    assert trimmed is not None and len(trimmed["messages"]) < len(out["messages"])

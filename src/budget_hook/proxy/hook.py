@@ -285,7 +285,8 @@ class BudgetHookPlugin(CustomLogger):
             group = metadata.get("deployment_model_name") or metadata.get("model_group")
             if isinstance(deployment_id, str) and isinstance(group, str):
                 limits = self.deployment_windows.get(f"{group}\x00{deployment_id}")
-                return (group, limits) if limits is not None else None
+                # a deployment the router no longer lists: the smallest window of its group
+                return group, limits if limits is not None else self.model_limits(group)
         return None
 
     def _record_attempt(self, call_id: Any, group: str, decision: Decision) -> None:
