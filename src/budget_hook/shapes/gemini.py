@@ -17,6 +17,7 @@ allowed (M).``
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -71,6 +72,10 @@ def _chat_part(part: Any, where: str) -> dict[str, Any]:
     return {"type": "text", "text": canonical_json(part)}
 
 
+def _digest(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode("utf-8", "surrogatepass")).hexdigest()[:12]
+
+
 def _call(part: Mapping[str, Any]) -> Mapping[str, Any] | None:
     call = part.get("functionCall") or part.get("function_call")
     return call if isinstance(call, Mapping) else None
@@ -120,7 +125,8 @@ def build_view(body: Mapping[str, Any]) -> View:
             for i in rest:
                 call = _call(parts[i]) if isinstance(parts[i], Mapping) else None
                 if call is not None:
-                    call_id = f"call_{index}_{i}"
+                    # named by what it is, not where it is: the view of a trimmed body keeps the same ids
+                    call_id = f"{call.get('name', '')}:{_digest(call.get('args', {}))}"
                     pending.setdefault(str(call.get("name", "")), []).append(call_id)
                     calls.append({"id": call_id, "type": "function", "function": {
                         "name": str(call.get("name", "")), "arguments": canonical_json(call.get("args", {}))}})
