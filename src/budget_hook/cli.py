@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 from .budget import Budget, BudgetPolicy, compute_budget, lookup_max_input_tokens, requested_output_tokens
 from .counting import TokenCounter
 from .errors import BudgetHookError, ContextBudgetError, MalformedRequestError, PolicyError
-from .pipeline.bounds import MAX_DEPTH, too_deep
+from .pipeline.bounds import body_problem
 from .policy import load_settings
 from .shapes import SHAPES, ConversationShape, InputsShape, Shape
 from .shapes.inputs import check_inputs
@@ -69,10 +69,9 @@ def _shape(args: argparse.Namespace, body: Mapping[str, Any]) -> Shape:
     if shape is None:
         raise UsageError(f"cannot tell the request format of {_source_name(args.file)}; pass --format "
                          f"({'|'.join(SHAPES.names())})")
-    deep = too_deep(body, shape.content_fields + shape.output_token_fields)
-    if deep is not None:
-        raise MalformedRequestError(deep[0], f"nested more than {MAX_DEPTH} levels deep; at most {MAX_DEPTH} are "
-                                    "accepted")
+    problem = body_problem(body, shape.content_fields + shape.output_token_fields)
+    if problem is not None:
+        raise problem
     return shape
 
 

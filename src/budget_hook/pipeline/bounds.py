@@ -10,8 +10,9 @@ content blocks nest a dozen levels at most.
 provider request *after* the pre-call hook, so ``extra_body.messages`` (or ``tools``, ``input``,
 ``system``...) would replace or add to what was counted. Such a request is ambiguous: a 400 names the field.
 
-Contract: ``too_deep(body, fields)`` returns ``None`` or ``(path, depth)``: the first path (in
-``messages[0].content[1].data`` form) that goes deeper than the limit, and the depth found there.
+Contract: ``body_problem(body, fields)`` returns ``None``, or a ``MalformedRequestError`` naming the field
+at fault: content in ``extra_body``, or the first path (in ``messages[0].content[1].data`` form) of
+``fields`` that goes deeper than the limit. The proxy turns it into a 400, the CLI into exit 1.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from ..errors import MalformedRequestError
 from ..shapes import SHAPES
 
 #: levels of nesting a request field may have (the field itself is level 1)
@@ -54,12 +56,27 @@ def _deepest_path(value: Any, name: str, limit: int) -> str:
     return name
 
 
-def too_deep(body: Mapping[str, Any], fields: Iterable[str], limit: int = MAX_DEPTH) -> tuple[str, int] | None:
+def body_problem(body: Mapping[str, Any], fields: Iterable[str]) -> MalformedRequestError | None:
+    """What makes ``body`` one the gateway cannot vouch for (see the module's contract), or None."""
+    hidden = hidden_content(body)
+    if hidden is not None:
+        return MalformedRequestError(hidden, "LiteLLM merges extra_body into the provider request after the "
+                                     "gateway's budget check, so content there cannot be budgeted; send "
+                                     f"{hidden.removeprefix('extra_body.')} at the top level of the request")
+    path = too_deep(body, fields)
+    if path is not None:
+        return MalformedRequestError(path, f"nested more than {MAX_DEPTH} levels deep; the gateway accepts at most "
+                                     f"{MAX_DEPTH}")
+    return None
+
+
+def too_deep(body: Mapping[str, Any], fields: Iterable[str], limit: int = MAX_DEPTH) -> str | None:
+    """The first path of ``fields`` nested deeper than ``limit`` (cut to 200 characters), or None."""
     for name in fields:
         value = body.get(name)
         if isinstance(value, (Mapping, list)) and _depth_over(value, limit):
             path = _deepest_path(value, name, limit)
-            return (path if len(path) <= 200 else path[:90] + "..." + path[-90:]), limit + 1
+            return path if len(path) <= 200 else path[:90] + "..." + path[-90:]
     return None
 
 

@@ -36,7 +36,7 @@ from ..policy import PluginSettings, ResolvedPolicy, load_metadata_layer
 from ..shapes import ConversationShape, InputsShape
 from ..shapes.chat import SHAPE as CHAT
 from ..shapes.inputs import check_inputs
-from .bounds import MAX_DEPTH, hidden_content, too_deep
+from .bounds import body_problem
 from .decision import Action, BlockKind, BlockReason, Decision, shadowed
 from .request import BudgetRequest
 
@@ -77,7 +77,7 @@ def operator_policy(request: BudgetRequest, settings: PluginSettings) -> Resolve
 
 def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
     """The decision for one request (see the module's contract)."""
-    fail_mode = str(settings.layers.base.get("fail_mode", "open"))
+    fail_mode = settings.base_fail_mode
     try:
         resolved = operator_policy(request, settings)
         fail_mode = resolved.policy.fail_mode
@@ -94,20 +94,10 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
         else:
             resolved = resolved.with_client_cap(client.max_input_tokens, client.ignored)
         shape = request.shape
-        hidden = hidden_content(request.body)
-        if hidden is not None:
-            message = (f"invalid request: {hidden}: LiteLLM merges extra_body into the provider request after the "
-                       f"gateway's budget check, so content there cannot be budgeted; send "
-                       f"{hidden.removeprefix('extra_body.')} at the top level of the request")
+        unvouched = body_problem(request.body, shape.content_fields + shape.output_token_fields)
+        if unvouched is not None:
             context = _Context(request.body, request.model_group, request.limits, resolved)
-            return context.blocked(BlockReason("malformed", message, {"field": hidden}, param=hidden))
-        deep = too_deep(request.body, shape.content_fields + shape.output_token_fields)
-        if deep is not None:
-            path, _ = deep
-            block = BlockReason("malformed", f"invalid request: {path}: nested more than {MAX_DEPTH} levels deep; "
-                                f"the gateway accepts at most {MAX_DEPTH}", {"field": path}, param=path)
-            context = _Context(request.body, request.model_group, request.limits, resolved)
-            return context.blocked(block)
+            return context.blocked(_malformed(unvouched))
         counter = TokenCounter.for_model(request.limits.counting_model, base_model=request.limits.base_model)
         if isinstance(shape, InputsShape):
             return decide_inputs(request.body, model_group=request.model_group, limits=request.limits,

@@ -119,9 +119,15 @@ class PluginSettings:
     #: ``keys:`` overrides match the hashed key; also the key alias only when the operator opts in (LiteLLM
     #: lets users choose the aliases of keys they create, so an alias could claim a looser override)
     match_key_alias: bool = False
-    #: routes that reach a model in a format budget_hook cannot read yet (Gemini's native generateContent,
-    #: interactions, realtime): ``block`` answers 400 naming the route, ``pass`` forwards them unchecked
+    #: routes that reach a model in a format budget_hook cannot read yet (Gemini interactions, realtime):
+    #: ``block`` answers 400 naming the route, ``pass`` forwards them unchecked
     unknown_routes: str = "block"
+
+    @property
+    def base_fail_mode(self) -> str:
+        """The config's top-level fail mode: what the plugin's own failures do before (or without) a
+        request's policy being resolved."""
+        return str(self.layers.base.get("fail_mode", Policy().fail_mode))
 
 
 def _explain(exc: ValidationError, root: str) -> str:

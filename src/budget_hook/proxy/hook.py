@@ -207,7 +207,7 @@ class BudgetHookPlugin(CustomLogger):
             elif decision is not None:
                 fail_mode = decision.resolved.policy.fail_mode
             else:
-                fail_mode = str(self.settings.layers.base.get("fail_mode", "open"))
+                fail_mode = self.settings.base_fail_mode
             return self._internal_failure(exc, data, key, fail_mode, request)
         self.records.remember(data.get("litellm_call_id"), record)
         marker = _attach(data, key, record)
