@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import os
 
@@ -50,7 +51,16 @@ def check(body, budget, policy=TrimPolicy()):
     assert {k: v for k, v in new.items() if k != "messages"} == {k: v for k, v in body.items() if k != "messages"}
     starts = [i for i, m in enumerate(body["messages"]) if m["role"] == "user" and _is_turn_start(m)]
     if starts:
-        assert body["messages"][starts[-1]] in new["messages"]
+        # verbatim, or merged whole with the kept user text and the notice (Anthropic's roles alternate)
+        latest = body["messages"][starts[-1]]
+        if latest not in new["messages"]:
+            blocks = _blocks(latest["content"])
+            assert any(any(_blocks(m["content"])[i:i + len(blocks)] == blocks for i in range(len(m["content"])))
+                       for m in new["messages"] if m["role"] == "user")
+    # roles alternate wherever the client's did: the trim never makes two messages of one role neighbours
+    def pairs(messages):
+        return sum(1 for a, b in itertools.pairwise(messages) if a["role"] == b["role"])
+    assert pairs(new["messages"]) <= pairs(body["messages"])
     # signed thinking blocks are never edited: each one still present is byte-identical
     original_thinking = [b for m in body["messages"] if isinstance(m["content"], list) for b in m["content"]
                          if isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking")]
@@ -62,6 +72,10 @@ def check(body, budget, policy=TrimPolicy()):
     for action in result.report.actions:
         assert body["messages"][action.index]["role"] == action.role
     return result
+
+
+def _blocks(content):
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content)
 
 
 def _is_turn_start(message):
@@ -125,9 +139,12 @@ def test_turns_leave_whole_and_the_first_message_stays_user():
     body = {**agent(turns=2), "messages": [
         {"role": "user", "content": "old question " * 400}, {"role": "assistant", "content": "old answer " * 400},
         *agent(turns=2)["messages"]]}
-    result = check(body, budget_for(body, 0.5))
+    result = check(body, budget_for(body, 0.5), TrimPolicy(keep_opening_context=False))
     assert result.report.dropped_turns and result.request["messages"][0]["role"] == "user"
     assert anthropic_pairing_problems(result.request["messages"]) == []
+    # By default the old question is opening context: it stays, with its answer (its turn's last step)
+    kept = check(body, budget_for(body, 0.7))
+    assert kept.request["messages"][:2] == body["messages"][:2] and kept.report.actions
 
 
 def test_thinking_messages_are_never_edited():
@@ -144,9 +161,16 @@ def test_cached_prefix_is_protected_unless_it_cannot_fit_otherwise():
     mild = check(body, budget_for(body, 0.8))
     assert mild.report.notes == () and mild.report.actions
     assert mild.request["messages"][0] is body["messages"][0]
-    # Only dropping the turn that holds the breakpoint can fit this: allowed, and said.
-    hard = check(body, budget_for(body, 0.1))
-    assert hard.report.notes == (CACHE_PREFIX_NOTE,) and hard.report.dropped_turns
+    # The task holding the breakpoint is opening context: the steps after it go, the cached prefix stays.
+    hard = check(body, budget_for(body, 0.3))
+    assert hard.report.notes == () and hard.report.dropped
+    assert hard.request["messages"][0]["content"][0] == body["messages"][0]["content"][0]
+    # A breakpoint further on (the third tool result): only dropping the steps before it can fit this:
+    # allowed, and said.
+    later = copy.deepcopy(body)
+    later["messages"][6]["content"][0]["cache_control"] = {"type": "ephemeral"}
+    hard = check(later, budget_for(later, 0.2))
+    assert hard.report.notes == (CACHE_PREFIX_NOTE,) and hard.report.dropped
 
 
 def test_old_images_are_replaced_when_asked():

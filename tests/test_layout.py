@@ -56,7 +56,8 @@ def test_the_registry_refuses_a_shape_that_cannot_write_back_every_editing_actio
 def test_steps_are_the_single_declaration_of_actions():
     assert sorted(ACTION_KINDS) == sorted(get_args(ActionKind))
     assert {"dropped"} == REMOVING_ACTIONS
-    assert [step.action for step in STEPS] == list(ACTION_KINDS)
+    assert list(dict.fromkeys(step.action for step in STEPS)) == list(ACTION_KINDS)
+    assert len({step.name for step in STEPS}) == len(STEPS)
     for step in STEPS:
         assert isinstance(getattr(TrimPolicy(), step.enabled_by), bool), step.enabled_by
 

@@ -17,7 +17,8 @@ def test_empty_settings_give_the_documented_defaults():
     assert policy == Policy()
     assert policy.mode == "enforce" and policy.fail_mode == "open" and policy.unknown_window == "default"
     assert policy.budget.output_reserve_ratio == 0.15 and policy.budget.safety_margin_ratio == 0.05
-    assert policy.trim.target_ratio == 0.9 and policy.trim.pin_first_user_message is False
+    assert policy.trim.target_ratio == 1.0 and policy.trim.pin_first_user_message is False
+    assert policy.trim.keep_opening_context is True and policy.trim.cache_step_ratio == 0.25
     assert settings.log_to_stderr is True
 
 
@@ -92,7 +93,7 @@ def test_metadata_layers_only_tighten_by_default():
     loosen = load_metadata_layer({"max_input_tokens": 50_000, "mode": "off", "fail_mode": "open"}, where="key metadata")
     resolved = config.with_metadata(resolved, loosen, label="key_metadata", trust=False)
     assert resolved.policy.budget.max_input_tokens == 9000 and resolved.policy.mode == "enforce"
-    assert resolved.policy.trim.target_ratio == 0.9  # not a tightening setting: ignored
+    assert resolved.policy.trim.target_ratio == 1.0  # not a tightening setting: ignored
     assert resolved.sources == ("config", "teams[ml]", "team_metadata")
     assert set(resolved.ignored_metadata_settings) == {
         "team_metadata.target_ratio", "key_metadata.max_input_tokens", "key_metadata.mode", "key_metadata.fail_mode"}

@@ -339,7 +339,8 @@ def test_success_and_failure_callbacks_emit_one_json_record_each():
 def test_dropped_content_is_logged_only_when_asked():
     out = run_hook(make_plugin(log_dropped_content=True), long_chat())
     content = out["metadata"]["budget_hook"]["dropped_content"]
-    assert content and content[0]["content"].startswith("q0 lorem")
+    # the first question and its answer are opening context and its turn's last step: turn 2 goes first
+    assert content and content[0]["content"].startswith("q1 lorem")
     assert "dropped_content" not in out["metadata"]["spend_logs_metadata"]["budget_hook"]
     default = run_hook(make_plugin(), long_chat())
     assert "dropped_content" not in default["metadata"]["budget_hook"]
@@ -445,7 +446,7 @@ def test_drop_old_images_through_the_hook_counts_as_edited():
         messages += [{"role": "assistant", "content": f"answer {turn}"},
                      {"role": "user", "content": [{"type": "text", "text": f"and {turn}?"},
                                                   {"type": "image_url", "image_url": {"url": png, "detail": "high"}}]}]
-    plugin = make_plugin(2200, drop_old_images=True)
+    plugin = make_plugin(2200, drop_old_images=True, keep_opening_context=False)
     out = run_hook(plugin, {"model": "g", "messages": messages})
     record = out["metadata"]["budget_hook"]
     assert record["counts"]["images_removed"] >= 1 and record["action"] == "trimmed"
@@ -513,13 +514,14 @@ def test_dropped_content_of_native_shapes_is_their_real_text():
     out = run_hook(claude_plugin(log_dropped_content=True), anthropic, call_type="anthropic_messages")
     content = out["litellm_metadata"]["budget_hook"]["dropped_content"]
     assert content and all(entry["content"] for entry in content)
-    assert content[0]["content"].startswith("q0 lorem ipsum")
+    assert content[0]["content"].startswith("q1 lorem")  # turn 1 (opening context, its answer) stays
     assert "dropped_content" not in out["litellm_metadata"]["spend_logs_metadata"]["budget_hook"]
     items = [{"role": "user", "content": "q0 " + "lorem ipsum " * 300},
              {"type": "function_call", "call_id": "c1", "name": "read", "arguments": "{}"},
              {"type": "function_call_output", "call_id": "c1", "output": "r0 " + "dolor " * 300},
              {"role": "user", "content": "last"}]
-    out = run_hook(make_plugin(800, log_dropped_content=True), {"model": "g", "input": items}, call_type="aresponses")
+    out = run_hook(make_plugin(800, log_dropped_content=True, keep_opening_context=False), {"model": "g", "input": items},
+                   call_type="aresponses")
     texts = [entry["content"] for entry in out["litellm_metadata"]["budget_hook"]["dropped_content"]]
     assert any(t.startswith("q0 lorem") for t in texts) and any(t.startswith("r0 dolor") for t in texts)
 

@@ -137,7 +137,7 @@ def test_reasoning_items_are_never_edited_and_travel_with_their_turn():
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "answer"}]},
         {"role": "user", "content": "second question"},
     ]}
-    result = check(body, budget_for(body, 0.3))
+    result = check(body, budget_for(body, 0.3), TrimPolicy(keep_opening_context=False))
     assert len(result.report.dropped_turns) == 1
     assert all(item.get("type") != "reasoning" for item in result.request["input"])
     assert responses_pairing_problems(result.request["input"]) == []
@@ -157,7 +157,7 @@ def test_old_images_become_text_when_asked():
         {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "I see a login form."}]},
         {"role": "user", "content": "and now?"}]}
     budget = budget_for(body, 0.5)
-    result = check(body, budget, TrimPolicy(drop_old_images=True, drop_old_turns=False))
+    result = check(body, budget, TrimPolicy(drop_old_images=True, drop_old_turns=False, keep_opening_context=False))
     assert [a.action for a in result.report.actions] == ["images_removed"]
     assert "input_image" not in json.dumps(result.request)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import copy
 import json
+import math
+import re
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -13,7 +15,8 @@ from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError
 from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, trim_request
-from budget_hook.trimming.structure import latest_turn_start, pairing_problems, split_turns
+from budget_hook.trimming.report import SOFTENED_MARKER
+from budget_hook.trimming.structure import latest_turn_start, opening_parts, pairing_problems
 
 from .conftest import CONVERSATIONS, conversation_request
 
@@ -63,6 +66,9 @@ def conversations(draw):
     return {"model": "gpt-4o", "messages": messages}
 
 
+#: cuts exactly at the budget (no cache steps)
+EXACT = TrimPolicy(cache_step_ratio=0)
+
 policies = st.builds(
     TrimPolicy,
     keep_recent_tool_results=st.integers(0, 4),
@@ -71,6 +77,13 @@ policies = st.builds(
     tool_result_keep_chars=st.sampled_from([0, 100, 500]),
     tool_result_min_chars=st.sampled_from([0, 200, 1000]),
     drop_old_images=st.booleans(),
+    keep_opening_context=st.booleans(),
+    soften_tool_results=st.booleans(),
+    drop_latest_turn_steps=st.booleans(),
+    cache_step_ratio=st.sampled_from([0, 0.1, 0.25, 0.5]),
+    notify_model=st.booleans(),
+    context_min_chars=st.sampled_from([0, 500]),
+    drop_acknowledged_context=st.booleans(),
 )
 
 
@@ -94,9 +107,19 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy,
     if not report.changed:
         assert trimmed is original
         return result
-    # Order preserved: the kept messages are the original minus the dropped, in order.
+    # Order preserved: the kept messages are the original minus the dropped, in order, and the notice
+    # (when anything was dropped and the model is to be told) is a user message at the first cut.
     dropped = {a.index for a in report.actions if a.action == "dropped"}
     kept = [i for i in range(len(before)) if i not in dropped]
+    if dropped and policy.notify_model:
+        notice = report.notice
+        assert notice is not None and notice.messages == len(dropped)
+        assert notice.tokens == sum(a.tokens_before for a in report.actions if a.action == "dropped")
+        assert after[notice.position] == {"role": "user", "content": notice.text}
+        assert notice.position == len([i for i in kept if i < min(dropped)])
+        after = after[:notice.position] + after[notice.position + 1:]
+    else:
+        assert report.notice is None
     assert len(kept) == len(after)
     edited = {a.index for a in report.actions if a.action != "dropped"}
     for new, index in zip(after, kept):
@@ -115,26 +138,40 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy,
     start = latest_turn_start(before)
     latest = [i for i in range(start, len(before))] if any(m["role"] == "user" for m in before) else []
     for index in latest:
-        assert index not in dropped
+        if not policy.drop_latest_turn_steps:
+            assert index not in dropped
         if not policy.edit_latest_turn_history:
             assert index not in edited
     if latest:
-        assert start not in edited
+        assert start not in edited and start not in dropped
+    assert len(before) - 1 not in dropped  # the last message (the call being answered, the final reply) stays
     if policy.pin_first_user_message:
         first_user = next(i for i, m in enumerate(before) if m["role"] == "user")
         assert first_user in kept and first_user not in edited
-    # The K most recent tool results are kept verbatim.
+    # The opening context stays verbatim: the task and system messages always, the rest unless the last rung
+    # had to drop it (acknowledged context in whole pairs).
+    if policy.keep_opening_context:
+        leading, acknowledged = opening_parts(before, context_min_chars=policy.context_min_chars,
+                                              ack_max_chars=policy.ack_max_chars)
+        task = max((i for i in leading if before[i]["role"] == "user"), default=None)
+        for index in leading:
+            assert index not in edited
+            assert index in kept or (policy.drop_acknowledged_context and before[index]["role"] == "user"
+                                     and index != task)
+        for pair in acknowledged:
+            assert not edited.intersection(pair) and (set(pair) <= dropped or not dropped.intersection(pair))
+            if not policy.drop_acknowledged_context:
+                assert not dropped.intersection(pair)
+    # The K most recent tool results are only ever compacted softly (head and tail).
     results = [i for i, m in enumerate(before) if m["role"] == "tool"]
     if policy.keep_recent_tool_results:
         for index in results[-policy.keep_recent_tool_results:]:
-            assert index not in edited
-    # Protected messages are kept verbatim, and so is every message of a turn holding one;
-    # no_edit messages are never rewritten; images are only removed before the latest turn.
+            if index in edited:
+                assert policy.soften_tool_results and "compacted in the middle" in after[kept.index(index)]["content"]
+    # Protected messages are kept verbatim; no_edit messages are never rewritten; images are only
+    # removed before the latest turn.
     for index in protected:
         assert index in kept and index not in edited
-    for turn in split_turns(before):
-        if any(i in protected for i in turn.indexes):
-            assert not any(i in dropped for i in turn.indexes)
     for index in no_edit:
         assert index not in edited
     for action in report.actions:
@@ -181,13 +218,15 @@ def test_invariants_with_a_protected_prefix_and_uneditable_messages(request, fra
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(conversations(), st.floats(0.05, 1.0), st.floats(0.05, 1.0))
 def test_a_larger_budget_never_keeps_fewer_tokens(request, first, second):
+    """With exact cuts (no cache steps, whose size grows with the budget), a larger budget keeps at least as
+    much: the rungs act in one order that does not depend on the budget, and stop at the first fit."""
     total = COUNTER.count_request(request).total
     small, large = sorted((max(1, int(total * first)), max(1, int(total * second))))
     try:
-        kept_small = trim_request(request, counter=COUNTER, budget=budget_of(small)).report.tokens_after
+        kept_small = trim_request(request, counter=COUNTER, budget=budget_of(small), policy=EXACT).report.tokens_after
     except CannotFitError:
         return
-    kept_large = trim_request(request, counter=COUNTER, budget=budget_of(large)).report.tokens_after
+    kept_large = trim_request(request, counter=COUNTER, budget=budget_of(large), policy=EXACT).report.tokens_after
     assert kept_large >= kept_small
 
 
@@ -229,12 +268,33 @@ def test_old_tool_results_are_compacted_before_any_turn_is_dropped():
     total = COUNTER.count_request(request).total
     result = trim_request(request, counter=COUNTER, budget=budget_of(int(total * 0.75)))
     kinds = {a.action for a in result.report.actions}
-    assert kinds == {"compacted"}
+    assert kinds == {"compacted"}  # nothing dropped: compacting was enough
     compacted = [m for m in result.request["messages"] if COMPACTED_MARKER in str(m.get("content"))]
     assert compacted and "characters" in compacted[0]["content"] and "removed" in compacted[0]["content"]
-    # The most recent three tool results are intact.
+    # Every result is first shortened in the middle (head and tail kept); the three most recent go no further.
     tools = [m for m in result.request["messages"] if m["role"] == "tool"]
-    assert all(COMPACTED_MARKER not in m["content"] for m in tools[-3:])
+    assert all(SOFTENED_MARKER in m["content"] for m in tools)
+    assert all(f"{COMPACTED_MARKER} by" not in m["content"] for m in tools[-3:])
+    assert tools[-1]["content"].endswith(request["messages"][-2]["content"][-600:])  # the tail is kept
+
+
+def test_markers_state_what_was_really_removed():
+    """A marker's token figure is what the rewrite saved (it used to be the result's original size)."""
+    request = _tool_conversation()
+    total = COUNTER.count_request(request).total
+    result = trim_request(request, counter=COUNTER, budget=budget_of(int(total * 0.3)))
+    checked = 0
+    for action in result.report.actions:
+        if action.action != "compacted":
+            continue
+        text = result.request["messages"][action.index - sum(1 for a in result.report.dropped
+                                                             if a.index < action.index)]["content"]
+        claimed = int(re.search(r"~(\d+) tokens\) removed", text).group(1))
+        assert claimed == action.tokens_before - action.tokens_after
+        removed, total_chars = map(int, re.search(r"(\d+) of (\d+) characters", text).groups())
+        assert total_chars == len(request["messages"][action.index]["content"]) and 0 < removed < total_chars
+        checked += 1
+    assert checked
 
 
 def test_turns_are_dropped_oldest_first_with_a_report():
@@ -242,11 +302,17 @@ def test_turns_are_dropped_oldest_first_with_a_report():
     total = COUNTER.count_request(request).total
     result = trim_request(request, counter=COUNTER, budget=budget_of(int(total * 0.6)))
     report = result.report
-    # Turn 0 is the preamble (the system prompt, never dropped); turn 1 is the first user turn.
-    assert report.dropped_turns[0] == 1 and list(report.dropped_turns) == sorted(report.dropped_turns)
+    # Turn 0 is the preamble (the system prompt); turn 1 holds the task, opening context: its user message
+    # stays with its answer (the turn's last step), its tool step goes first; turn 2 is the first whole turn
+    # dropped.
+    assert report.dropped_turns[0] == 2 and list(report.dropped_turns) == sorted(report.dropped_turns)
+    assert [a.index for a in report.dropped][:3] == [2, 3, 5]
+    assert result.request["messages"][1] is request["messages"][1]
     for action in report.dropped:
         assert action.tokens_before > 0 and action.tokens_after == 0 and len(action.content_hash) == 16
-    assert report.tokens_after <= int(report.budget.budget * 0.9)  # trimmed to the slack target
+    # Cut in a cache step: at most one step (and one unit) under the budget.
+    step = math.ceil(0.25 * report.budget.budget)
+    assert report.budget.budget - step - 200 <= report.tokens_after <= report.budget.budget
     data = report.as_dict()
     json.dumps(data)  # serialisable for logs
     assert data["tokens_before"] == total and data["actions"]

@@ -18,6 +18,7 @@ mistral     mistral-small-4k                   4000, counted with Mistral's own 
 wild/*      any fake model (wildcard)          per the model named in the request
 emb         text-embedding-3-small-1k         1000 per input (/embeddings)
 claude      anthropic/claude-sonnet-4-5-4k    4000 (/v1/messages to the fake's Anthropic API)
+codex       gpt-4o-20k                         20000 from config ``model_info`` (replays of Codex CLI requests)
 =========== ============================== ===========================================================
 """
 
@@ -32,7 +33,7 @@ import yaml
 from .harness import HERE, start_fake_provider, start_proxy
 
 UPSTREAM_MODELS = {"mistral-small-4k": 4000, "gpt-4o-16k-down": 16000, "gpt-4o-4k": 4000, "gpt-4o-6k": 6000, "gpt-4o-8k": 8000, "gpt-4o-16k": 16000,
-                   "claude-sonnet-4-5-4k": 4000, "text-embedding-3-small-1k": 1000}
+                   "claude-sonnet-4-5-4k": 4000, "text-embedding-3-small-1k": 1000, "gpt-4o-20k": 20000}
 
 BUDGET_HOOK_SETTINGS = {
     "mode": "enforce",
@@ -70,6 +71,7 @@ def proxy_config(upstream_port: int, settings: dict) -> dict:
             deployment("shadowed", "gpt-4o-4k", 4000),
             deployment("wild/*", "*", None),
             deployment("emb", "text-embedding-3-small-1k", 1000),
+            deployment("codex", "gpt-4o-20k", 20000),
             {"model_name": "claude", "litellm_params": {"model": "anthropic/claude-sonnet-4-5-4k",
                                                         "api_base": f"http://127.0.0.1:{upstream_port}",
                                                         "api_key": "fake-key"},

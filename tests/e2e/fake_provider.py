@@ -14,8 +14,11 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a rea
   always for a model whose name ends in ``-down`` (to exercise router fallbacks), after the window check;
 * streams (SSE) when asked, with a final usage chunk;
 * also serves ``/v1/embeddings`` (each input against the window), ``/v1/responses`` (items, with
-  ``function_call``/``function_call_output`` pairing) and Anthropic's ``/v1/messages`` (Anthropic's
-  ``prompt is too long`` error, ``tool_use``/``tool_result`` pairing checked like the real API).
+  ``function_call``/``function_call_output`` pairing; with ``previous_response_id`` an output whose call is
+  not in ``input`` is accepted, as the server holds the earlier items; never streamed: a JSON response
+  whatever ``stream`` says) and Anthropic's ``/v1/messages`` (Anthropic's ``prompt is too long`` error,
+  ``tool_use``/``tool_result`` pairing checked like the real API, and roles that must alternate: two
+  ``user`` or two ``assistant`` messages in a row are a 400 ``invalid_request_error``).
 
 Every request body it receives is appended to the ``--record`` JSONL file before any check.
 """
@@ -23,6 +26,7 @@ Every request body it receives is appended to the ``--record`` JSONL file before
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -195,6 +199,10 @@ class Handler(BaseHTTPRequestHandler):
 def _anthropic_problems(messages: list) -> str | None:
     if not messages or messages[0].get("role") != "user":
         return "messages: first message must use the \"user\" role"
+    for previous, message in itertools.pairwise(messages):
+        if previous.get("role") == message.get("role"):
+            return (f"messages: roles must alternate between \"user\" and \"assistant\", but found multiple "
+                    f"\"{message.get('role')}\" roles in a row")
     previous_uses: set = set()
     for index, message in enumerate(messages):
         blocks = message.get("content") if isinstance(message.get("content"), list) else []
@@ -289,8 +297,10 @@ def _responses(self, body: dict) -> None:
     items = body.get("input")
     items = [{"role": "user", "content": items}] if isinstance(items, str) else items or []
     calls = {item.get("call_id") for item in items if isinstance(item, dict) and item.get("type") == "function_call"}
+    server_side = bool(body.get("previous_response_id"))  # earlier items, calls included, live on the server
     for index, item in enumerate(items):
-        if isinstance(item, dict) and item.get("type") == "function_call_output" and item.get("call_id") not in calls:
+        if (isinstance(item, dict) and item.get("type") == "function_call_output" and item.get("call_id") not in calls
+                and not server_side):
             return self._error(400, f"No tool call found for function call output with call_id {item.get('call_id')}.",
                                None, f"input[{index}]")
     prompt = _count_strings(body.get("instructions"), items, body.get("tools")) + 4 * len(items)

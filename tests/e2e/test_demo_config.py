@@ -32,10 +32,13 @@ def test_demo_trim_example_is_trimmed_as_documented(demo_proxy):
     assert response.status_code == 200, response.text
     headers = response.headers
     assert (headers["x-budget-decision"], headers["x-budget-tokens-before"], headers["x-budget-tokens-after"],
-            headers["x-budget-input-budget"], headers["x-budget-dropped-messages"]) == ("trimmed", "3199", "107", "1600", "4")
+            headers["x-budget-input-budget"], headers["x-budget-dropped-messages"],
+            headers["x-budget-edited-messages"]) == ("trimmed", "3199", "1270", "1600", "0", "1")
     record = wait_for_record(demo_proxy, headers["x-litellm-call-id"])
-    assert record["decision"]["dropped_turns"] == [1]
-    assert {a["role"] for a in record["decision"]["actions"]} == {"user", "assistant", "tool"}
+    # compacting the CI log (its head and tail kept) was enough: nothing was dropped
+    assert record["decision"]["dropped_turns"] == []
+    [action] = record["decision"]["actions"]
+    assert (action["action"], action["role"], action["index"]) == ("compacted", "tool", 3)
 
 
 @pytest.mark.parametrize("stream", [False, True])

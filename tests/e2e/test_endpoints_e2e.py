@@ -118,7 +118,10 @@ def test_responses_are_trimmed_natively(proxy, upstream):
     assert response.status_code == 200, response.text
     [forwarded] = sent(upstream, "/responses", "e2e-responses")
     assert responses_pairing_problems(forwarded["input"]) == []
-    assert count_responses(forwarded, GPT) <= 3200 and forwarded["input"][-1] == body["input"][-1]
+    budget = int(response.headers["x-budget-input-budget"])
+    assert count_responses(forwarded, GPT) <= budget and forwarded["input"][-1] == body["input"][-1]
+    # the first question opens the conversation: it stays, with its call; the result is only softened
+    assert forwarded["input"][:2] == body["input"][:2] and forwarded["input"][2]["call_id"] == "call_0"
     assert forwarded["instructions"] == "Be brief."
     assert response.headers["x-budget-decision"] == "trimmed"
     record = wait_for_record(proxy, response.headers["x-litellm-call-id"])

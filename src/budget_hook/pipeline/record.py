@@ -56,6 +56,8 @@ class DecisionRecord:
     actions_omitted: int = 0
     protected_tokens: Mapping[str, int] | None = None
     notes: tuple[str, ...] = ()
+    #: what the notice in the forwarded request told the model (``messages``, ``tokens`` dropped)
+    notice: Mapping[str, int] | None = None
     inputs: Mapping[str, Any] | None = None
     block: Mapping[str, Any] | None = None
     warnings: tuple[str, ...] = ()
@@ -100,6 +102,8 @@ class DecisionRecord:
                           actions_omitted=len(report.actions) - len(listed))
             if report.changed:
                 values["protected_tokens"] = dict(report.protected_tokens)
+            if report.notice is not None:
+                values["notice"] = report.notice.as_dict()
             if resolved.policy.log_dropped_content and report.actions and request is not None:
                 shape = request.shape
                 touched = getattr(shape, "touched_content", None)
@@ -172,6 +176,8 @@ class DecisionRecord:
             record["protected_tokens"] = dict(self.protected_tokens)
         if self.notes:
             record["notes"] = list(self.notes)
+        if self.notice is not None:
+            record["notice"] = dict(self.notice)
         if self.inputs is not None:
             record["inputs"] = dict(self.inputs)
         if self.block is not None:

@@ -37,7 +37,16 @@ from ..counting import TokenCounter, canonical_json, media
 from ..errors import MalformedRequestError
 from ..trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .anthropic_blocks import convert_message, current_turn_start, envelope, tool_result_content
-from .base import ConversationShape, View, touched_item, unreadable_parts, view_decisions
+from .base import (
+    ConversationShape,
+    Placed,
+    View,
+    merge_new_neighbours,
+    place_notice,
+    touched_item,
+    unreadable_parts,
+    view_decisions,
+)
 
 CACHE_PREFIX_NOTE = "cache_prefix_rewritten"
 IMAGE_PLACEHOLDER = "[budget_hook: image removed by the gateway to fit the context budget]"
@@ -215,16 +224,16 @@ def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str,
         removed_blocks.setdefault(ref.message, set()).update(ref.blocks)
         written.setdefault(ref.message, {})[min(ref.blocks)] = new_blocks
 
-    new_messages = []
+    placed: list[Placed] = []
     for index, message in enumerate(native):
         if index in removed_messages:
             continue
         if index in replaced_messages:
-            new_messages.append({**message, "content": replaced_messages[index]})
+            placed.append((index, {**message, "content": replaced_messages[index]}))
             continue
         gone = removed_blocks.get(index)
         if not gone:
-            new_messages.append(message)
+            placed.append((index, message))
             continue
         inserts = written.get(index, {})
         blocks: list[Any] = []
@@ -233,8 +242,23 @@ def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str,
             if block_index not in gone:
                 blocks.append(block)
         if blocks:
-            new_messages.append({**message, "content": blocks})
-    return {**body, "messages": new_messages}
+            placed.append((index, {**message, "content": blocks}))
+    notice = result.report.notice
+    if notice is not None:
+        ref = view.refs[notice.after] if notice.after is not None else None
+        placed = place_notice(placed, ref.message if ref is not None else None,
+                              {"role": "user", "content": [{"type": "text", "text": notice.text}]})
+    # Anthropic requires alternating roles: what the trim made neighbours (the opening context and the next
+    # kept turn, the notice and either) becomes one message.
+    return {**body, "messages": merge_new_neighbours(placed, lambda m: m.get("role"), _merge)}
+
+
+def _blocks(content: Any) -> list[Any]:
+    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
+
+
+def _merge(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    return {**first, "content": _blocks(first.get("content")) + _blocks(second.get("content"))}
 
 
 def _placeholder(edited: Mapping[str, Any]) -> str:

@@ -33,6 +33,8 @@ class View:
     no_edit: frozenset[int] = frozenset()
     #: view messages protected in a first pass (a prompt-cache prefix), given up only if nothing else fits
     protected: frozenset[int] = frozenset()
+    #: view messages never dropped, though they may be compacted (a tool result whose call the server holds)
+    keep: frozenset[int] = frozenset()
 
 
 #: what a block looks like to the client, in the shape's own words: (facts, tokens_before) -> sentence
@@ -66,7 +68,42 @@ def view_decisions(view: View, result: TrimResult) -> tuple[dict[int, MessageAct
     its final (possibly edited) form, by view index: what a shape's ``apply`` writes back."""
     actions = {action.index: action for action in result.report.actions}
     kept = [i for i in range(len(view.refs)) if i not in actions or actions[i].action != "dropped"]
-    return actions, dict(zip(kept, result.request["messages"], strict=True))
+    messages = list(result.request["messages"])
+    notice = result.report.notice
+    if notice is not None:
+        del messages[notice.position]  # the notice is no view message: each shape writes it its own way
+    return actions, dict(zip(kept, messages, strict=True))
+
+
+#: a native message or item with the index it had in the body (None: one the trimmer added)
+Placed = tuple[int | None, Any]
+
+
+def place_notice(items: list[Placed], after: int | None, notice: Any) -> list[Placed]:
+    """Insert ``notice`` right after the native item ``after`` (the last kept one before the first cut), or
+    first when the cut follows the system prompt."""
+    position = 0
+    if after is not None:
+        position = max((i + 1 for i, (index, _) in enumerate(items) if index is not None and index <= after),
+                       default=0)
+    return [*items[:position], (None, notice), *items[position:]]
+
+
+def merge_new_neighbours(items: list[Placed], role: Callable[[Any], Any], merge: Callable[[Any, Any], Any]
+                         ) -> list[Any]:
+    """For a format whose roles must alternate (Anthropic, Gemini): two items of the same role that the
+    trim made neighbours (one was added, or what stood between them was dropped) become one item, the
+    first one's content followed by the second's. Neighbours the client sent stay as they were."""
+    out: list[Placed] = []
+    for index, item in items:
+        if out:
+            last_index, last = out[-1]
+            made_by_us = index is None or last_index is None or index != last_index + 1
+            if made_by_us and role(last) == role(item):
+                out[-1] = (index if index is not None else last_index, merge(last, item))
+                continue
+        out.append((index, item))
+    return [item for _, item in out]
 
 
 @dataclass(frozen=True)
@@ -140,25 +177,45 @@ class ConversationShape(Shape):
         reported ``tokens_after`` is a fresh count of the result, which must fit the budget."""
         view = self.view(body)
         notes = self.notes(body)
-        try:
-            result = trim_request(view.request, counter=counter, budget=budget, policy=policy,
-                                  protected=view.protected, no_edit=view.no_edit)
-        except CannotFitError:
-            if not view.protected:
-                raise
-            result = trim_request(view.request, counter=counter, budget=budget, policy=policy, no_edit=view.no_edit)
-            notes += (self.protected_note,)
-        report = replace(result.report, notes=result.report.notes + notes) if notes else result.report
-        if not report.changed:
-            return TrimResult(body, report)
-        if self.apply is None:
-            return TrimResult(result.request, report)
-        new_body = self.apply(body, view, result)
-        tokens_after = self.count(new_body, counter)
+        view_budget = budget
+        for attempt in range(4):
+            try:
+                result, protected_given_up = self._trim_view(view, counter, view_budget, policy)
+            except CannotFitError:
+                if not attempt:
+                    raise
+                break  # aiming lower cannot fit either: the last body's own count is over (raised below)
+            report = result.report
+            extra = notes + ((self.protected_note,) if protected_given_up else ())
+            if extra:
+                report = replace(report, notes=report.notes + extra)
+            if not report.changed:
+                return TrimResult(body, report)
+            if self.apply is None:
+                return TrimResult(result.request, report)
+            new_body = self.apply(body, view, result)
+            tokens_after = self.count(new_body, counter)
+            if tokens_after <= budget.budget or view_budget.budget <= 1:
+                break
+            # Written back, the body counts a little more than its view did (merged messages, the notice):
+            # aim the view that much lower.
+            view_budget = replace(view_budget, budget=max(1, view_budget.budget - (tokens_after - budget.budget) - 16))
         check_native_fit(counter, budget, report.tokens_before, tokens_after, remedy=self.remedy)
         native_action = self.native_action
         actions = tuple(native_action(a, view, body) for a in report.actions) if native_action else report.actions
-        return TrimResult(new_body, replace(report, tokens_after=tokens_after, actions=actions))
+        return TrimResult(new_body, replace(report, budget=budget, tokens_after=tokens_after, actions=actions))
+
+    @staticmethod
+    def _trim_view(view: View, counter: TokenCounter, budget: Budget, policy: TrimPolicy) -> tuple[TrimResult, bool]:
+        """Trim the view, its protected prefix kept if anything fits so (then ``False``), else given up."""
+        try:
+            return trim_request(view.request, counter=counter, budget=budget, policy=policy,
+                                protected=view.protected, no_edit=view.no_edit, keep=view.keep), False
+        except CannotFitError:
+            if not view.protected:
+                raise
+        return trim_request(view.request, counter=counter, budget=budget, policy=policy, no_edit=view.no_edit,
+                            keep=view.keep), True
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,16 @@ from typing import Any
 from ..counting import canonical_json, media
 from ..errors import MalformedRequestError
 from ..trimming import MessageAction, TrimResult, content_hash, message_text
-from .base import ConversationShape, View, touched_item, unreadable_parts, view_decisions
+from .base import (
+    ConversationShape,
+    Placed,
+    View,
+    merge_new_neighbours,
+    place_notice,
+    touched_item,
+    unreadable_parts,
+    view_decisions,
+)
 
 IMAGE_PLACEHOLDER = "[budget_hook: image removed by the gateway to fit the context budget]"
 OUTPUT_FIELDS = ("generationConfig.maxOutputTokens", "generationConfig.max_output_tokens",
@@ -214,10 +223,10 @@ def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str,
             native = contents[ref.content]["parts"]
             written.setdefault(ref.content, {})[min(ref.parts)] = WRITERS[action.action](
                 [native[i] for i in sorted(ref.parts)], edited_views[view_index])
-    new_contents = []
+    placed: list[Placed] = []
     for index, entry in enumerate(contents):
         if index not in gone:
-            new_contents.append(entry)
+            placed.append((index, entry))
             continue
         parts: list[Any] = []
         for part_index, part in enumerate(entry["parts"]):
@@ -225,8 +234,18 @@ def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str,
             if part_index not in gone[index]:
                 parts.append(part)
         if parts:
-            new_contents.append({**entry, "parts": parts})
-    return {**body, "contents": new_contents}
+            placed.append((index, {**entry, "parts": parts}))
+    notice = result.report.notice
+    if notice is not None:
+        ref = view.refs[notice.after] if notice.after is not None else None
+        placed = place_notice(placed, ref.content if ref is not None else None,
+                              {"role": "user", "parts": [{"text": notice.text}]})
+    # Roles alternate in Gemini's turns: entries the trim made neighbours become one.
+    return {**body, "contents": merge_new_neighbours(placed, lambda e: e.get("role", "user"), _merge)}
+
+
+def _merge(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
+    return {**first, "parts": list(_parts(first, "contents")) + list(_parts(second, "contents"))}
 
 
 def _native_action(action: MessageAction, view: View, body: Mapping[str, Any]) -> MessageAction:

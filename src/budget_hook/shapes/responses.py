@@ -9,6 +9,8 @@ As for ``/v1/messages``, the generic trimmer decides on a chat-shaped *view* wit
 
 * ``instructions`` and ``system``/``developer`` messages are never touched; a turn starts at a ``user``
   message item, so a ``function_call`` and its ``function_call_output`` (same turn) leave together;
+* a ``function_call_output`` whose call is not in ``input`` (it lives on the server, with
+  ``previous_response_id``) is never dropped;
 * ``reasoning`` items (possibly ``encrypted_content``) and items of built-in tools are never edited:
   they stay or leave with their whole turn;
 * compacting keeps the ``function_call_output`` item and its ``call_id``; shortening rewrites an
@@ -29,7 +31,7 @@ from ..budget import OUTPUT_TOKEN_FIELDS, Budget
 from ..counting import TokenCounter, canonical_json, media
 from ..errors import MalformedRequestError
 from ..trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text
-from .base import ConversationShape, View, touched_item, unreadable_parts, view_decisions
+from .base import ConversationShape, Placed, View, place_notice, touched_item, unreadable_parts, view_decisions
 
 SERVER_HISTORY_NOTE = "server_side_history_not_counted"
 _ROLES = ("user", "assistant", "system", "developer")
@@ -146,7 +148,13 @@ def build_view(body: Mapping[str, Any]) -> View:
     text_format = text.get("format") if isinstance(text, Mapping) else None
     if isinstance(text_format, Mapping) and text_format.get("type") == "json_schema":
         request["response_format"] = {"type": "json_schema", "json_schema": {"schema": text_format.get("schema")}}
-    return View(request, tuple(refs), no_edit=frozenset(no_edit))
+    # A function_call_output whose call is not in ``input`` answers a call the server holds (a continuation
+    # with ``previous_response_id``): it must reach the model, so it is never dropped.
+    calls = {str(item.get("call_id")) for item in items
+             if isinstance(item, Mapping) and item.get("type") == "function_call"}
+    keep = frozenset(view_index for view_index, message in enumerate(messages)
+                     if message.get("role") == "tool" and message.get("tool_call_id") not in calls)
+    return View(request, tuple(refs), no_edit=frozenset(no_edit), keep=keep)
 
 
 def _notes(body: Mapping[str, Any]) -> tuple[str, ...]:
@@ -201,8 +209,13 @@ def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str,
             dropped.add(item_index)
             continue
         replaced[item_index] = WRITERS[action.action](item, edited_views[view_index])
-    new_items = [replaced.get(i, item) for i, item in enumerate(items) if i not in dropped]
-    return {**body, "input": new_items}
+    placed: list[Placed] = [(i, replaced.get(i, item)) for i, item in enumerate(items) if i not in dropped]
+    notice = result.report.notice
+    if notice is not None:
+        placed = place_notice(placed, view.refs[notice.after] if notice.after is not None else None,
+                              {"type": "message", "role": "user",
+                               "content": [{"type": "input_text", "text": notice.text}]})
+    return {**body, "input": [item for _, item in placed]}
 
 
 def _native_action(action: MessageAction, view: View, body: Mapping[str, Any]) -> MessageAction:
@@ -268,7 +281,11 @@ def _detect(body: Mapping[str, Any]) -> bool:
 
 
 def _problems(body: Mapping[str, Any]) -> list[str]:
-    return responses_pairing_problems(body.get("input"))
+    problems = responses_pairing_problems(body.get("input"))
+    if body.get("previous_response_id") or body.get("conversation"):
+        # the server holds the earlier calls: an output answering one of them is no problem
+        problems = [p for p in problems if "has no function_call" not in p]
+    return problems
 
 
 SHAPE = ConversationShape(

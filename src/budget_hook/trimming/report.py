@@ -18,6 +18,8 @@ from ..counting.canonical import canonical_json
 ActionKind = Literal["images_removed", "compacted", "dropped", "shortened"]
 
 COMPACTED_MARKER = "[budget_hook: tool result compacted"
+SOFTENED_MARKER = "[budget_hook: tool result compacted in the middle"
+NOTICE_MARKER = "[budget_hook: the gateway removed"
 IMAGE_REMOVED_MARKER = "[budget_hook: image removed"
 SHORTENED_MARKER = "[budget_hook: message shortened"
 _ERROR_RESULT = re.compile(r"^\s*(error|exception|traceback|failed|failure)\b", re.IGNORECASE)
@@ -49,6 +51,29 @@ class MessageAction:
 
 
 @dataclass(frozen=True)
+class Notice:
+    """What the model is told when messages were dropped: one user message, inserted where the first cut is
+    (a shape without loose user messages merges it into a neighbouring one)."""
+
+    text: str
+    #: view index of the last kept message before the cut (None: the cut is right after the system prompt)
+    after: int | None
+    #: its index in the trimmed request's ``messages``
+    position: int
+    messages: int
+    tokens: int
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"messages": self.messages, "tokens": self.tokens}
+
+
+def notice_text(messages: int, tokens: int) -> str:
+    noun = "message" if messages == 1 else "messages"
+    return (f"{NOTICE_MARKER} {messages} earlier {noun} (~{tokens} tokens) here to fit the model's context window; "
+            "ask the user for anything you need from them]")
+
+
+@dataclass(frozen=True)
 class TrimReport:
     model: str
     method: str
@@ -63,6 +88,8 @@ class TrimReport:
     #: native shapes: facts about the request's own structure (a prompt-cache prefix that had to be
     #: rewritten, history held by the server that the gateway cannot see...)
     notes: tuple[str, ...] = ()
+    #: the notice the forwarded request carries (None: nothing dropped, or ``notify_model`` off)
+    notice: Notice | None = None
 
     @property
     def dropped(self) -> tuple[MessageAction, ...]:
@@ -81,6 +108,7 @@ class TrimReport:
             "actions": [a.as_dict() for a in self.actions],
             "protected_tokens": dict(self.protected_tokens),
             **({"notes": list(self.notes)} if self.notes else {}),
+            **({"notice": self.notice.as_dict()} if self.notice else {}),
         }
 
 
@@ -139,4 +167,9 @@ def is_error_result(message: Mapping[str, Any]) -> bool:
 
 
 def is_compacted(message: Mapping[str, Any]) -> bool:
-    return COMPACTED_MARKER in message_text(message)
+    """Compacted to its head (a softened result, which kept its head and tail, may still be)."""
+    return f"{COMPACTED_MARKER} by" in message_text(message)
+
+
+def is_softened(message: Mapping[str, Any]) -> bool:
+    return SOFTENED_MARKER in message_text(message)

@@ -1,36 +1,50 @@
-"""The trimming steps, declared as data: an ordered table, one step per action kind.
+"""The reduction ladder, declared as data: an ordered table of rungs, least loss first.
 
-``STEPS`` is the single place a step is declared: its action kind, the ``TrimPolicy`` flag that turns it
-on, the function that runs it over a ``TrimState``, and whether it removes messages or edits them.
-Everything else derives from this table: the engine runs the steps in this order; the decision's
-per-action counts and the ``x-budget-dropped-messages`` / ``x-budget-edited-messages`` headers come from
-``ACTION_KINDS`` and ``REMOVING_ACTIONS``; each request shape must declare how to write every editing
-action back into its native format (checked when the shape registry is built).
+``STEPS`` is the single place a rung is declared: its name, the action kind it records, the
+``TrimPolicy`` flag that turns it on, the function that runs it over a ``TrimState``, and whether it
+removes messages or edits them. Everything else derives from this table: the engine runs the rungs in
+this order; the decision's per-action counts and the ``x-budget-dropped-messages`` /
+``x-budget-edited-messages`` headers come from ``ACTION_KINDS`` and ``REMOVING_ACTIONS``; each request
+shape must declare how to write every editing action back into its own format (checked when the shape
+registry is built).
 
-Each step works until the request fits the target, in an order that does not depend on the budget
-(so a larger budget never keeps fewer tokens):
+A rung is tried in full before the next one, and the next one runs only while the request is still over
+the budget: nothing is dropped when compacting was enough. Inside a rung, work goes oldest first, a whole
+*cache step* at a time (``TrimState.advance``): a rung acts on every one of its candidates that starts
+before its frontier, a multiple of the step on the history's token positions, so a growing conversation
+is cut and compacted at the same places turn after turn (see ``engine``):
 
-0. ``images_removed`` (off by default): images older than the latest turn become a short placeholder;
-1. ``compacted``: old tool results, oldest first, keep their head and a marker; never the
-   ``keep_recent_tool_results`` most recent ones, small results, errors, or one already compacted;
-2. ``dropped``: the oldest whole turns (a tool call always leaves with all of its results);
-3. ``shortened``: long assistant messages still present, oldest first (``tool_calls`` untouched).
+0. ``images`` (off by default): images older than the latest turn become a short placeholder;
+1. ``soften_results``: every tool result keeps its head and its tail (``tool_result_soft_keep_chars``),
+   all at once, before any of them is cut harder or leaves with its turn; small results and errors stay;
+2. ``compact_old``: old tool results keep only their head and a marker; never the
+   ``keep_recent_tool_results`` most recent ones (nor any in their cache step), small results, errors;
+3. ``drop_old``: the oldest units after the opening context (whole turns; tool steps of a turn whose
+   head is kept), a tool call always with all of its results;
+4. ``shorten``: long assistant messages still present, oldest first (``tool_calls`` untouched);
+5. ``drop_latest_steps``: the oldest tool steps of the latest turn's agent loop, never its last step;
+6. ``drop_context``: rather than refuse, oldest first, the opening context but the task: user messages
+   before it (a demonstration, AGENTS.md) and acknowledged context (a file added to the chat and its "Ok").
+   System and developer messages and the task (the last user message before the first reply) never go.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, get_args
 
 from .report import (
     COMPACTED_MARKER,
     IMAGE_REMOVED_MARKER,
     SHORTENED_MARKER,
+    SOFTENED_MARKER,
     ActionKind,
     content_chars,
     is_compacted,
     is_error_result,
+    is_softened,
     message_text,
 )
 
@@ -40,91 +54,120 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Step:
+    name: str
     action: ActionKind
-    #: the ``TrimPolicy`` flag that turns the step on
+    #: the ``TrimPolicy`` flag that turns the rung on
     enabled_by: str
     run: Callable[[TrimState], None]
-    #: True: the step removes messages (counted as dropped); False: it rewrites them (counted as edited)
+    #: True: the rung removes messages (counted as dropped); False: it rewrites them (counted as edited)
     removes: bool = False
 
 
 def drop_old_images(state: TrimState) -> None:
     """Replace image parts of messages older than the latest turn with a placeholder."""
-    for index, message in enumerate(state.messages):
-        if state.fits() or state.in_latest_turn(index):
-            return
+    def replace_images(index: int) -> None:
+        message = state.messages[index]
         content = message.get("content")
-        if not state.editable(index) or not isinstance(content, list):
-            continue
-        if any(_is_image(part) for part in content):
+        if state.editable(index) and isinstance(content, list) and any(_is_image(part) for part in content):
             replaced = [_image_placeholder() if _is_image(part) else part for part in content]
             state.rewrite(index, {**message, "content": replaced}, "images_removed")
+    state.advance((index, partial(replace_images, index)) for index in range(state.latest_start))
 
 
-def compact_tool_results(state: TrimState) -> None:
-    policy = state.policy
-    results = [i for i, m in enumerate(state.messages) if m.get("role") in ("tool", "function")]
-    recent = set(results[max(0, len(results) - policy.keep_recent_tool_results):])
-    for index in results:
-        if state.fits():
-            return
-        message = state.messages[index]
-        if index in recent or not state.editable(index) or is_error_result(message) or is_compacted(message):
-            continue
-        text = message_text(message)
-        original_chars = content_chars(message)
-        if original_chars < policy.tool_result_min_chars:
-            continue
-        head = text[: policy.tool_result_keep_chars]
-        removed = original_chars - len(head)
-        marker = (f"\n{COMPACTED_MARKER} by the gateway to fit the context budget: {removed} of "
-                  f"{original_chars} characters (~{state.tokens[index]} tokens) removed]")
-        state.rewrite(index, {**message, "content": head + marker}, "compacted")
+def _tool_results(state: TrimState) -> list[int]:
+    return [i for i, m in enumerate(state.messages) if m.get("role") in ("tool", "function")]
 
 
-def drop_old_turns(state: TrimState) -> None:
-    protected = state.protected
-    for turn in state.turns[:-1]:
-        if state.fits():
-            return
-        if protected and not protected.isdisjoint(turn.indexes):
-            continue  # a turn is dropped whole or not at all: partial drops could orphan tool results
-        droppable = [i for i in turn.indexes if state.alive[i] and not state.never_touched(i)]
-        if not droppable:
-            continue
-        for index in droppable:
-            state.drop(index)
-        state.dropped_turns.append(turn.number)
+def _compactable(state: TrimState, index: int) -> bool:
+    """A tool result a rung may rewrite: editable, not an error, big enough, not compacted yet (a softened
+    result may still be compacted)."""
+    original = state.messages[index]
+    return (state.editable(index) and not is_compacted(state.current(index)) and not is_error_result(original)
+            and content_chars(original) >= state.policy.tool_result_min_chars)
+
+
+def soften_results(state: TrimState) -> None:
+    """Every tool result keeps its head and its tail, all at once: a result's fate must not depend on its
+    age, or each turn would rewrite the one that just aged (and the cached prefix with it). A result that
+    arrives later is softened as it arrives."""
+    keep_chars = state.policy.tool_result_soft_keep_chars
+    tail_chars = keep_chars // 3
+
+    def soften(index: int) -> None:
+        text = message_text(state.messages[index])
+        if _compactable(state, index) and not is_softened(state.current(index)) and len(text) > keep_chars:
+            head, tail = text[: keep_chars - tail_chars], text[len(text) - tail_chars:] if tail_chars else ""
+            state.rewrite_with_marker(index, head, tail,
+                                      f"\n{SOFTENED_MARKER} by the gateway to fit the context budget: "
+                                      "{chars} of {total} characters (~{tokens} tokens) removed from the middle]\n",
+                                      "compacted")
+    state.advance(((index, partial(soften, index)) for index in _tool_results(state)), whole=True)
+
+
+def compact_old_results(state: TrimState) -> None:
+    """Old tool results keep only their head. Old: in a cache step wholly before the one holding the
+    ``keep_recent_tool_results``-th most recent result, so a result's fate changes only when a step
+    boundary passes it; the recent ones are never compacted beyond softly."""
+    results = _tool_results(state)
+    keep = state.policy.keep_recent_tool_results
+    if keep and len(results) <= keep:
+        return  # every result is a recent one
+    boundary = state.step_start(results[-keep]) if keep else None
+
+    def compact(index: int) -> None:
+        if _compactable(state, index):
+            text = message_text(state.messages[index])
+            state.rewrite_with_marker(index, text[: state.policy.tool_result_keep_chars], "",
+                                      f"\n{COMPACTED_MARKER} by the gateway to fit the context budget: "
+                                      "{chars} of {total} characters (~{tokens} tokens) removed]", "compacted")
+    state.advance((index, partial(compact, index)) for index in results
+                  if boundary is None or state.positions[index] < boundary)
+
+
+def drop_old_units(state: TrimState) -> None:
+    state.advance((unit.indexes[0], partial(state.drop_unit, unit)) for unit in state.units if not unit.latest)
+
+
+def drop_latest_steps(state: TrimState) -> None:
+    state.advance((unit.indexes[0], partial(state.drop_unit, unit)) for unit in state.units if unit.latest)
+
+
+def drop_acknowledged_context(state: TrimState) -> None:
+    """Last, rather than refuse, oldest first: the opening user messages before the task (a demonstration,
+    AGENTS.md) and acknowledged context (a file added to the chat and its "Ok"). The task stays."""
+    state.advance((unit.indexes[0], partial(state.drop_unit, unit)) for unit in state.context_units)
 
 
 def shorten_assistant_messages(state: TrimState) -> None:
     policy = state.policy
-    for index, message in enumerate(state.messages):
-        if state.fits():
+
+    def shorten(index: int) -> None:
+        if not state.editable(index) or index == state.final_assistant:
             return
-        if message.get("role") != "assistant" or index == state.final_assistant or not state.editable(index):
-            continue
-        current = state.edited.get(index, message)
-        text = message_text(current)
-        if len(text) < policy.assistant_min_chars or SHORTENED_MARKER in text:
-            continue
-        head = text[: policy.assistant_keep_chars]
-        marker = (f"\n{SHORTENED_MARKER} by the gateway to fit the context budget: "
-                  f"{len(text) - len(head)} of {len(text)} characters removed]")
-        state.rewrite(index, {**current, "content": head + marker}, "shortened")
+        text = message_text(state.current(index))
+        if len(text) >= policy.assistant_min_chars and SHORTENED_MARKER not in text:
+            state.rewrite_with_marker(index, text[: policy.assistant_keep_chars], "",
+                                      f"\n{SHORTENED_MARKER} by the gateway to fit the context budget: "
+                                      "{chars} of {total} characters (~{tokens} tokens) removed]", "shortened")
+    state.advance((index, partial(shorten, index)) for index, message in enumerate(state.messages)
+                  if message.get("role") == "assistant")
 
 
 #: the ladder, in the order it runs
 STEPS: tuple[Step, ...] = (
-    Step("images_removed", "drop_old_images", drop_old_images),
-    Step("compacted", "compact_tool_results", compact_tool_results),
-    Step("dropped", "drop_old_turns", drop_old_turns, removes=True),
-    Step("shortened", "shorten_assistant_messages", shorten_assistant_messages),
+    Step("images", "images_removed", "drop_old_images", drop_old_images),
+    Step("soften_results", "compacted", "soften_tool_results", soften_results),
+    Step("compact_old", "compacted", "compact_tool_results", compact_old_results),
+    Step("drop_old", "dropped", "drop_old_turns", drop_old_units, removes=True),
+    Step("shorten", "shortened", "shorten_assistant_messages", shorten_assistant_messages),
+    Step("drop_latest_steps", "dropped", "drop_latest_turn_steps", drop_latest_steps, removes=True),
+    Step("drop_context", "dropped", "drop_acknowledged_context", drop_acknowledged_context, removes=True),
 )
-ACTION_KINDS: tuple[ActionKind, ...] = tuple(step.action for step in STEPS)
+ACTION_KINDS: tuple[ActionKind, ...] = tuple(dict.fromkeys(step.action for step in STEPS))
 REMOVING_ACTIONS: frozenset[str] = frozenset(step.action for step in STEPS if step.removes)
-EDITING_ACTIONS: tuple[ActionKind, ...] = tuple(step.action for step in STEPS if not step.removes)
-assert sorted(ACTION_KINDS) == sorted(get_args(ActionKind)), "every ActionKind needs exactly one step"
+EDITING_ACTIONS: tuple[ActionKind, ...] = tuple(a for a in ACTION_KINDS if a not in REMOVING_ACTIONS)
+assert sorted(ACTION_KINDS) == sorted(get_args(ActionKind)), "every ActionKind needs a rung"
+assert not REMOVING_ACTIONS.intersection(EDITING_ACTIONS), "an action kind either removes or edits"
 
 
 def action_counts(actions: Any) -> dict[str, int]:

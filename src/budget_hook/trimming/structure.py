@@ -13,7 +13,8 @@ Contract: pure functions over a list of OpenAI chat messages (already validated 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -71,3 +72,115 @@ def pairing_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     for call_id, opener in open_ids.items():
         problems.append(f"messages[{opener}] tool call {call_id!r} has no tool result")
     return problems
+
+
+def _text_length(message: Mapping[str, Any]) -> int:
+    content = message.get("content")
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(len(p["text"]) for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    return 0
+
+
+def opening_context(messages: Sequence[Mapping[str, Any]], *, context_min_chars: int, ack_max_chars: int
+                    ) -> frozenset[int]:
+    leading, acknowledged = opening_parts(messages, context_min_chars=context_min_chars, ack_max_chars=ack_max_chars)
+    return leading | frozenset(i for pair in acknowledged for i in pair)
+
+
+def opening_parts(messages: Sequence[Mapping[str, Any]], *, context_min_chars: int, ack_max_chars: int
+                  ) -> tuple[frozenset[int], tuple[tuple[int, int], ...]]:
+    """The messages a client sends before the work starts, which an agent needs on every turn.
+
+    * the leading run: every message before the first assistant reply or tool result (the task, Codex's
+      ``# AGENTS.md`` and ``<environment_context>`` messages, Claude Code's ``<system-reminder>`` blocks,
+      system and developer messages);
+    * acknowledged context: a user message of at least ``context_min_chars`` characters answered only by an
+      acknowledgement (``is_acknowledgement``) and followed by a user message, with that acknowledgement:
+      the files aider added to the chat ("I have *added these files to the chat*" + "Ok"), its repository
+      map, a document pasted before the questions.
+
+    Returns the leading run, and the acknowledged pairs apart: the ladder's last rung may drop those,
+    oldest first, rather than refuse the request.
+    """
+    leading: set[int] = set()
+    for index, message in enumerate(messages):
+        if message.get("role") not in ("user", "system", "developer"):
+            break
+        leading.add(index)
+    acknowledged = []
+    for index in range(len(messages) - 2):
+        user, reply, after = messages[index], messages[index + 1], messages[index + 2]
+        if (user.get("role") == "user" and reply.get("role") == "assistant" and after.get("role") == "user"
+                and index not in leading
+                and _text_length(user) >= context_min_chars and is_acknowledgement(reply, ack_max_chars)):
+            acknowledged.append((index, index + 1))
+    return frozenset(leading), tuple(acknowledged)
+
+
+_ACKNOWLEDGEMENT = re.compile(r"^\W*(ok|okay|sure|got it|understood|noted|acknowledged|thanks|thank you)\b",
+                              re.IGNORECASE)
+
+
+def is_acknowledgement(message: Mapping[str, Any], max_chars: int) -> bool:
+    """A short reply that only takes note ("Ok.", "Ok, any changes I propose will be to those files."): no tool
+    call, no code, at most ``max_chars`` characters, opening with a word of assent. An agent's short command
+    (SWE-agent's, aider's own edits) is no acknowledgement: its observation is not context."""
+    if message.get("tool_calls") or message.get("function_call") or _text_length(message) > max_chars:
+        return False
+    content = message.get("content")
+    text = content if isinstance(content, str) else "".join(
+        p["text"] for p in content or [] if isinstance(p, Mapping) and isinstance(p.get("text"), str))
+    if isinstance(content, list) and any(isinstance(p, Mapping) and p.get("type") not in ("text", None)
+                                         for p in content):
+        return False
+    return "```" not in text and bool(_ACKNOWLEDGEMENT.match(text))
+
+
+@dataclass(frozen=True)
+class Unit:
+    """Messages that leave the request together: a whole turn, or one tool step (an assistant message and
+    the results of its calls) of a turn whose head is kept."""
+
+    indexes: tuple[int, ...]
+    turn: int
+    #: a step of the latest turn's agent loop (dropped only on the ladder's last rung)
+    latest: bool = False
+
+
+def drop_units(messages: Sequence[Mapping[str, Any]], kept: Collection[int]) -> list[Unit]:
+    """The units that may be dropped, oldest first. ``kept``: indexes that never leave (a unit holding one
+    is never dropped). A turn holding no kept message is one unit; in a turn whose head is kept (opening
+    context, the latest user message) each tool step after the head is one, except the turn's last step."""
+    units: list[Unit] = []
+    turns = split_turns(messages)
+    for turn in turns:
+        latest = turn is turns[-1]  # the last user message and all after it (everything when no user message)
+        if not latest and not any(index in kept for index in turn.indexes):
+            units.append(Unit(turn.indexes, turn.number))
+            continue
+        steps: list[list[int]] = []
+        open_calls: set[str] = set()
+        previous_role = None
+        for index in turn.indexes:
+            message = messages[index]
+            role = message.get("role")
+            if role == "user" and index == turn.indexes[0]:
+                previous_role = role
+                continue  # the head of a turn that stays stays with it
+            if (role == "assistant" and previous_role != "assistant" and not open_calls) or not steps:
+                steps.append([])  # a step starts at a reply once every call before it has its result
+            steps[-1].append(index)
+            if role == "assistant":
+                open_calls.update(tool_call_ids(message))
+            elif role == "tool":
+                open_calls.discard(str(message.get("tool_call_id")))
+            previous_role = role
+        # The turn's last step stays with its head: the latest turn's is the call being answered (or the final
+        # reply), an older turn's its answer; and a kept head followed by the next turn's user message would
+        # make two user messages neighbours.
+        steps = [step for step in steps if step][:-1]
+        units.extend(Unit(tuple(step), turn.number, latest) for step in steps
+                     if not any(index in kept for index in step))
+    return units

@@ -11,18 +11,43 @@ from ..knobs import check_bounds, knob
 class TrimPolicy:
     """Trimmer knobs; defaults are what a production gateway should start with."""
 
-    target_ratio: float = knob(0.9, gt=0, le=1, doc="trim to this share of the budget, not just under it")
-    compact_tool_results: bool = knob(True, doc="step: compact old tool results (head + marker)")
+    target_ratio: float = knob(1.0, gt=0, le=1, doc="aim every rung at this share of the budget (1: the budget "
+                                                    "itself; lower drops content only to leave headroom)")
+    cache_step_ratio: float = knob(0.25, ge=0, le=1, doc="cut points and compaction move in steps of this share "
+                                                         "of the budget, so a growing conversation keeps its "
+                                                         "cached prefix (0: cut exactly at the budget)")
+    keep_opening_context: bool = knob(True, doc="keep the opening context: the user messages before the first reply "
+                                                "(task, AGENTS.md, environment) and acknowledged context (files "
+                                                "added to the chat); only the last rung drops any, never the task")
+    context_min_chars: int = knob(500, ge=0, doc="a user message of at least this many characters answered only by "
+                                                 "a short acknowledgement is opening context")
+    ack_max_chars: int = knob(200, ge=0, doc="an assistant reply of at most this many characters, without tool "
+                                             "calls, is an acknowledgement")
+    compact_tool_results: bool = knob(True, doc="rung: compact old tool results (head + marker)")
     tool_result_keep_chars: int = knob(500, ge=0, doc="characters of a compacted tool result that are kept")
     tool_result_min_chars: int = knob(1000, ge=0, doc="tool results shorter than this are never compacted")
-    keep_recent_tool_results: int = knob(3, ge=0, doc="the most recent tool results are never compacted")
-    drop_old_turns: bool = knob(True, doc="step: drop the oldest whole turns")
-    pin_first_user_message: bool = knob(False, doc="never drop the first user message")
-    shorten_assistant_messages: bool = knob(True, doc="step: shorten long assistant messages (head + marker)")
+    keep_recent_tool_results: int = knob(3, ge=0, doc="the most recent tool results are never compacted beyond "
+                                                      "their head and tail")
+    soften_tool_results: bool = knob(True, doc="rung: every tool result keeps its head and tail (the middle goes), "
+                                               "before any is compacted harder or dropped")
+    tool_result_soft_keep_chars: int = knob(2000, ge=0, doc="characters of a softened tool result that are kept "
+                                                            "(two thirds head, one third tail)")
+    drop_old_turns: bool = knob(True, doc="rung: drop the oldest whole turns (and tool steps) after the opening "
+                                          "context")
+    pin_first_user_message: bool = knob(False, doc="never drop the first user message (kept anyway as opening "
+                                                   "context while keep_opening_context is on)")
+    shorten_assistant_messages: bool = knob(True, doc="rung: shorten long assistant messages (head + marker)")
     assistant_keep_chars: int = knob(1000, ge=0, doc="characters of a shortened assistant message that are kept")
     assistant_min_chars: int = knob(2000, ge=0, doc="assistant messages shorter than this are never shortened")
     edit_latest_turn_history: bool = knob(True, doc="compact and shorten inside the latest turn's agent loop too")
-    drop_old_images: bool = knob(False, doc="step 0: replace images older than the latest turn with a placeholder")
+    drop_latest_turn_steps: bool = knob(True, doc="last rung: drop the oldest tool steps of the latest turn's agent "
+                                                  "loop (never its last step)")
+    drop_acknowledged_context: bool = knob(True, doc="last rung, rather than refuse: drop opening context but the "
+                                                     "task, oldest first (files added to the chat, a "
+                                                     "demonstration, AGENTS.md); the task always stays")
+    drop_old_images: bool = knob(False, doc="rung 0: replace images older than the latest turn with a placeholder")
+    notify_model: bool = knob(True, doc="tell the model, in the forwarded request, how many messages and tokens "
+                                        "were removed")
 
     def __post_init__(self) -> None:
         check_bounds(self)

@@ -1,0 +1,277 @@
+"""What real agents keep, on the request bodies their clients really sent (``tests/data/clients``).
+
+* Codex: the AGENTS.md / environment message and the task are opening context; when compacting is
+  enough nothing is dropped (the issue: 17,473 tokens, 16,000 budget, compacting alone fit);
+* aider: the files added to the chat and the repository map stay (7,636 tokens, 6,400 budget);
+* Claude-Code-shaped ``/v1/messages``: the first user message (``<system-reminder>`` blocks + task) stays,
+  softening the recent results comes before dropping any turn that holds them, pinning never leaves two
+  ``user`` messages in a row;
+* ``/v1/responses`` continuations keep a ``function_call_output`` whose call lives on the server;
+* a growing conversation is cut at the same places turn after turn (stateless: any instance, same result),
+  as a property: when the previous forwarded request plus the new messages fits, it is a prefix of the next.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from budget_hook.budget import BudgetPolicy, compute_budget
+from budget_hook.counting import TokenCounter
+from budget_hook.counting.cache import COUNT_CACHE
+from budget_hook.errors import CannotFitError
+from budget_hook.shapes import SHAPES
+from budget_hook.shapes.anthropic import anthropic_pairing_problems
+from budget_hook.shapes.responses import responses_pairing_problems
+from budget_hook.trimming import TrimPolicy, trim_request
+from budget_hook.trimming.report import NOTICE_MARKER, SOFTENED_MARKER
+from budget_hook.trimming.structure import pairing_problems
+
+from .conftest import CONVERSATIONS
+from .test_trimming import conversations
+
+CLIENTS = Path(__file__).parent / "data" / "clients"
+GPT = TokenCounter.for_model("gpt-4o")
+CLAUDE = TokenCounter.for_model("claude-sonnet-4-5")
+NO_MARGIN = BudgetPolicy(safety_margin_ratio=0.0)
+RESERVE = 1000
+RESPONSES, CHAT, ANTHROPIC = SHAPES.get("responses"), SHAPES.get("chat"), SHAPES.get("anthropic")
+
+
+def budget_of(tokens: int):
+    return compute_budget(tokens + RESERVE, requested_output_tokens=RESERVE, policy=NO_MARGIN)
+
+
+def client_run(name: str) -> list[dict]:
+    return [json.loads(path.read_text()) for path in sorted((CLIENTS / name).glob("*.json"))]
+
+
+# --- Codex ----------------------------------------------------------------------------------------------
+
+
+def test_codex_opening_context_stays_and_compacting_is_not_followed_by_drops():
+    body = client_run("codex/cx_agentsmd")[-1]
+    assert body["input"][2]["content"][0]["text"].startswith("# AGENTS.md instructions")
+    total = RESPONSES.count(body, GPT)
+    for share in (0.9, 0.75, 0.6, 0.45):
+        result = RESPONSES.trim(body, counter=GPT, budget=budget_of(int(total * share)))
+        forwarded = result.request["input"]
+        assert forwarded[:4] == body["input"][:4], share  # developer x2, AGENTS.md + environment, the task
+        assert responses_pairing_problems(forwarded) == []
+        if share >= 0.6:
+            # compacting the build logs is enough at these budgets: nothing may be dropped
+            assert not result.report.dropped, share
+            assert all(a.action == "compacted" for a in result.report.actions)
+        else:  # 10,000 tokens: the oldest steps of the loop go, the notice right after the task says so
+            assert result.report.dropped and forwarded[4]["content"][0]["text"].startswith(NOTICE_MARKER)
+
+
+def test_codex_growing_run_keeps_the_previous_forwarded_request_as_prefix():
+    bodies = client_run("codex/cx_trim")
+    budget = budget_of(int(RESPONSES.count(bodies[-1], GPT) * 0.75))
+    forwarded = [RESPONSES.trim(body, counter=GPT, budget=budget) for body in bodies]
+    trimmed = [r.request["input"] for r in forwarded if r.report.changed]
+    assert len(trimmed) >= 3
+    for earlier, later in itertools.pairwise(trimmed):
+        assert later[:len(earlier)] == earlier
+    assert all(r.report.tokens_after >= budget.budget * 0.5 for r in forwarded if r.report.changed)
+
+
+# --- aider ----------------------------------------------------------------------------------------------
+
+
+def _aider_request() -> dict:
+    body = client_run("aider/ai_trim")[1]  # the request of the issue: 7,636 tokens
+    assert body["messages"][11]["content"].startswith("I have *added these files to the chat*")
+    return body
+
+
+def test_aider_files_added_to_the_chat_stay_at_the_issues_budget():
+    body = _aider_request()
+    assert CHAT.count(body, GPT) == 7636
+    result = CHAT.trim(body, counter=GPT, budget=compute_budget(8000, requested_output_tokens=1200))
+    assert result.report.budget.budget == 6400 and result.report.tokens_after <= 6400
+    kept = result.request["messages"]
+    for index in (0, 11, 12, 13):  # system, the files + "Ok", the question
+        assert body["messages"][index] in kept
+    # the example turns and the history went first; then, rather than refuse, the older acknowledged
+    # context (the repository map and its "Ok"), reported, with the notice
+    dropped = {a.index for a in result.report.dropped}
+    assert {3, 4, 7, 8} <= dropped and not dropped & {0, 1, 11, 12, 13}  # 1: the first question, leading run
+    assert result.report.notice is not None and result.report.notice.messages == len(dropped)
+    # nothing dropped only to reach a target below the budget
+    assert result.report.tokens_after > 0.8 * 6400
+
+
+def test_aider_acknowledged_context_goes_last_and_the_task_never():
+    body = _aider_request()
+    small = CHAT.trim(body, counter=GPT, budget=budget_of(2500))
+    assert body["messages"][11] not in small.request["messages"]  # the file went, as the very last rung
+    assert body["messages"][0] in small.request["messages"] and body["messages"][13] in small.request["messages"]
+    # with the last rung off, the request is refused, naming the opening context and the switch
+    with pytest.raises(CannotFitError) as caught:
+        CHAT.trim(body, counter=GPT, budget=budget_of(2500), policy=TrimPolicy(drop_acknowledged_context=False))
+    assert caught.value.facts["protected_tokens"]["opening_context"] > 2500
+    assert "keep_opening_context" in str(caught.value)
+    # and the leading run (here the system prompt and the first example question) is never dropped: too
+    # small a budget for it is refused
+    with pytest.raises(CannotFitError):
+        CHAT.trim(body, counter=GPT, budget=budget_of(1000))
+# --- Claude-Code-shaped /v1/messages ------------------------------------------------------------------
+
+
+def claude_code_body(steps: int = 5, result_chars: int = 5000) -> dict:
+    reminders = [{"type": "text", "text": f"<system-reminder>\n{topic}: {topic} details " * 3 + "\n</system-reminder>"}
+                 for topic in ("model", "date", "git status", "skills", "todo list")]
+    messages: list[dict] = [{"role": "user", "content": [*reminders, {"type": "text", "text": "Find the failing test."}]}]
+    for step in range(steps):
+        messages.append({"role": "assistant", "content": [
+            {"type": "text", "text": f"Reading file {step}."},
+            {"type": "tool_use", "id": f"toolu_{step}", "name": "Read", "input": {"path": f"src/f{step}.py"}}]})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{step}",
+             "content": "".join(f"{n:>5}  line {n} of f{step}.py\n" for n in range(result_chars // 22))}]})
+    messages.append({"role": "assistant", "content": [{"type": "text", "text": "The bug is in f3.py, line 12."}]})
+    messages.append({"role": "user", "content": "Now fix it."})
+    return {"model": "claude-sonnet-4-5", "max_tokens": 1000, "system": "You are Claude Code.", "messages": messages}
+
+
+def test_claude_code_task_stays_and_softening_comes_before_any_drop():
+    body = claude_code_body()
+    total = ANTHROPIC.count(body, CLAUDE)
+    result = ANTHROPIC.trim(body, counter=CLAUDE, budget=budget_of(int(total * 0.5)))
+    assert not result.report.dropped  # softening the results was enough: every step stays
+    new = result.request["messages"]
+    assert new[0] == body["messages"][0] and new[-1] == body["messages"][-1]
+    results = [m["content"][0]["content"] for m in new if m["role"] == "user" and isinstance(m["content"], list)
+               and m["content"][0].get("type") == "tool_result"]
+    assert len(results) == 5 and all(SOFTENED_MARKER in text for text in results)
+
+
+@pytest.mark.parametrize("policy", [TrimPolicy(), TrimPolicy(pin_first_user_message=True, keep_opening_context=False)],
+                         ids=["opening-context", "pinned"])
+def test_claude_code_cut_keeps_roles_alternating_and_tells_the_model(policy):
+    body = claude_code_body(steps=8, result_chars=6000)
+    total = ANTHROPIC.count(body, CLAUDE)
+    result = ANTHROPIC.trim(body, counter=CLAUDE, budget=budget_of(int(total * 0.12)), policy=policy)
+    new = result.request["messages"]
+    assert result.report.dropped
+    assert all(a["role"] != b["role"] for a, b in itertools.pairwise(new)), [m["role"] for m in new]
+    assert anthropic_pairing_problems(new) == []
+    first = new[0]["content"]
+    assert first[:len(body["messages"][0]["content"])] == body["messages"][0]["content"]  # task + reminders
+    notice = result.report.notice
+    assert notice is not None and notice.messages == len(result.report.dropped)
+    assert sum(NOTICE_MARKER in json.dumps(m) for m in new) == 1
+    assert "Now fix it." in json.dumps(new[-1])
+
+
+# --- /v1/responses continuations ----------------------------------------------------------------------
+
+
+def test_previous_response_id_outputs_are_never_dropped_nor_blamed_on_the_client():
+    items = [{"type": "function_call_output", "call_id": "call_srv", "output": "server-side call result " * 40}]
+    for turn in range(6):
+        items += [{"role": "user", "content": f"question {turn} " + "context " * 400},
+                  {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": f"answer {turn}"}]}]
+    items.append({"role": "user", "content": "and now?"})
+    body = {"model": "gpt-4o", "previous_response_id": "resp_abc", "input": items}
+    total = RESPONSES.count(body, GPT)
+    result = RESPONSES.trim(body, counter=GPT, budget=budget_of(int(total * 0.3)),
+                            policy=TrimPolicy(keep_opening_context=False))
+    assert result.report.dropped
+    assert items[0]["call_id"] in [i.get("call_id") for i in result.request["input"]]
+    assert RESPONSES.problems(body) == [] and RESPONSES.problems(result.request) == []
+
+
+# --- cache stability and statelessness ------------------------------------------------------------------
+
+
+def test_the_same_request_gives_the_same_result_on_a_fresh_instance():
+    body = client_run("codex/cx_trim")[-1]
+    budget = budget_of(12_000)
+    first = RESPONSES.trim(body, counter=GPT, budget=budget)
+    COUNT_CACHE.clear()
+    again = RESPONSES.trim(copy.deepcopy(body), counter=TokenCounter.for_model("gpt-4o"), budget=budget)
+    assert again.request == first.request and again.report.as_dict() == first.report.as_dict()
+
+
+@pytest.mark.parametrize("path", [p for p in CONVERSATIONS if p.stem in ("sweagent_02", "taubench_airline_04",
+                                                                          "miniswe_gemini3_03")], ids=lambda p: p.stem)
+def test_real_conversations_replayed_keep_their_prefix_most_of_the_time(path):
+    messages = json.loads(path.read_text())["messages"]
+    cuts = [i + 1 for i in range(len(messages) - 1) if messages[i + 1]["role"] == "assistant"
+            and messages[i]["role"] != "assistant"]
+    requests = [{"model": "gpt-4o", "messages": messages[:cut]} for cut in cuts]
+    budget = budget_of(int(GPT.count_request(requests[-1]).total * 0.6))
+    forwarded = []
+    for request in requests:
+        try:
+            forwarded.append(trim_request(request, counter=GPT, budget=budget))
+        except CannotFitError:
+            forwarded.append(None)
+    pairs = [(a.request["messages"], b.request["messages"]) for a, b in itertools.pairwise(forwarded)
+             if a is not None and b is not None and a.report.changed and b.report.changed]
+    stable = sum(later[:len(earlier)] == earlier for earlier, later in pairs)
+    assert pairs and stable / len(pairs) >= 0.7, f"{stable} of {len(pairs)}"
+
+
+def _steps(sizes: list[int]) -> list[dict]:
+    steps: list[dict] = []
+    for number, size in enumerate(sizes):
+        call = {"id": f"step_{number}", "type": "function", "function": {"name": "run", "arguments": "{}"}}
+        steps += [{"role": "assistant", "content": None, "tool_calls": [call]},
+                  {"role": "tool", "tool_call_id": f"step_{number}", "content": f"output {number} " * size}]
+    return steps
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(conversations(), st.lists(st.integers(1, 600), min_size=1, max_size=4), st.floats(0.2, 0.9),
+       st.sampled_from([0.1, 0.25, 0.5]))
+def test_when_the_next_steps_fit_on_top_of_the_last_cut_the_cut_does_not_move(request, sizes, fraction, ratio):
+    """Cache stability as a property: request N+1 is request N plus the agent loop's next steps (a tool call
+    and its result each); when the previous forwarded request plus the new steps fits the budget, it is an
+    exact prefix of the next forwarded request. (With ``keep_recent_tool_results``, a result that new
+    results push out of the recent window becomes compactable: that boundary moves in cache steps too, and
+    ``bench/replay.py`` measures it on real clients; here it is 0, so every rung's candidates are fixed. The
+    last rung, which drops opening context, is off too: new steps of the loop are candidates of the rung
+    before it, which is tried first.)"""
+    earlier = request
+    if pairing_problems(earlier["messages"]) or earlier["messages"][-1]["role"] == "assistant":
+        return
+    steps = _steps(sizes)
+    later = {**request, "messages": [*request["messages"], *steps]}
+    budget = budget_of(max(1, int(GPT.count_request(later).total * fraction)))
+    policy = TrimPolicy(cache_step_ratio=ratio, keep_recent_tool_results=0, drop_acknowledged_context=False)
+    try:
+        first = trim_request(earlier, counter=GPT, budget=budget, policy=policy)
+        second = trim_request(later, counter=GPT, budget=budget, policy=policy)
+    except CannotFitError:
+        return
+    if not first.report.changed:
+        return
+    extended = {**request, "messages": [*first.request["messages"], *steps]}
+    if GPT.count_request(extended).total > budget.budget:
+        return
+    kept = first.request["messages"]
+    assert second.request["messages"][:len(kept)] == kept
+
+
+def test_the_record_carries_the_notice_and_the_opening_context_size():
+    from .test_proxy_hook import make_plugin, run_hook
+
+    body = {**_aider_request(), "model": "g", "litellm_call_id": "call-aider-record"}
+    out = run_hook(make_plugin(8000, output_reserve_min=1200, output_reserve_max=1200), body)
+    record = out["metadata"]["budget_hook"]
+    assert record["action"] == "trimmed" and record["budget"]["budget"] <= 6400
+    dropped = [a for a in record["actions"] if a["action"] == "dropped"]
+    assert record["notice"] == {"messages": len(dropped), "tokens": sum(a["tokens_before"] for a in dropped)}
+    assert record["protected_tokens"]["opening_context"] > 4000  # the files added to the chat, kept
+    forwarded = out["messages"]
+    assert sum(m["content"].startswith(NOTICE_MARKER) for m in forwarded if isinstance(m["content"], str)) == 1
