@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -275,3 +276,45 @@ def test_the_record_carries_the_notice_and_the_opening_context_size():
     assert record["protected_tokens"]["opening_context"] > 4000  # the files added to the chat, kept
     forwarded = out["messages"]
     assert sum(m["content"].startswith(NOTICE_MARKER) for m in forwarded if isinstance(m["content"], str)) == 1
+
+
+# --- clamp_max_tokens -------------------------------------------------------------------------------------
+
+
+def _long_chat_with_max_tokens(max_tokens: int, marker: str) -> dict:
+    messages = [{"role": "system", "content": "be brief"}]
+    for turn in range(6):
+        messages += [{"role": "user", "content": f"q{turn} " + "lorem ipsum " * 100},
+                     {"role": "assistant", "content": f"a{turn} " + "dolor sit " * 100}]
+    messages.append({"role": "user", "content": "last"})
+    return {"model": "g", "messages": messages, "max_tokens": max_tokens, "extra_body": {"max_tokens": max_tokens},
+            "litellm_call_id": f"call-clamp-{marker}"}
+
+
+def test_clamp_max_tokens_lowers_an_oversized_allowance_before_any_input_is_cut():
+    from .test_proxy_hook import make_plugin, run_hook
+
+    body = _long_chat_with_max_tokens(4500, "on")
+    snapshot = copy.deepcopy(body["messages"])
+    tokens = CHAT.count(body, GPT)
+    window = tokens + 3000  # the input fits only if the 4,500-token allowance gives way
+    out = run_hook(make_plugin(window, clamp_max_tokens=True, max_tokens_floor=1000), body)
+    record = out["metadata"]["budget_hook"]
+    lowered = window - math.ceil(window * 0.05) - tokens
+    assert out["max_tokens"] == out["extra_body"]["max_tokens"] == lowered < 4500
+    assert out["messages"] == snapshot  # nothing of the input was cut
+    assert record["action"] == "trimmed" and record["budget"]["output_reserve"] == lowered
+    assert record["counts"]["dropped"] == record["counts"]["compacted"] == 0
+    assert any("max_tokens lowered from 4500" in w for w in record["warnings"])
+
+    # never below the floor: then the input is trimmed as usual
+    floored = run_hook(make_plugin(window, clamp_max_tokens=True, max_tokens_floor=4000),
+                       _long_chat_with_max_tokens(4500, "floor"))
+    assert floored["max_tokens"] == 4000 and floored["metadata"]["budget_hook"]["counts"]["dropped"] > 0
+    # off (the default): the allowance stays and the input is cut
+    off = run_hook(make_plugin(window), _long_chat_with_max_tokens(4500, "off"))
+    assert off["max_tokens"] == 4500 and off["metadata"]["budget_hook"]["counts"]["dropped"] > 0
+    # shadow: decided and reported, but the request goes as sent
+    shadow = run_hook(make_plugin(window, clamp_max_tokens=True, max_tokens_floor=1000, mode="shadow"),
+                      _long_chat_with_max_tokens(4500, "shadow"))
+    assert shadow["max_tokens"] == 4500 and shadow["metadata"]["budget_hook"]["action"] == "would_trim"

@@ -31,6 +31,9 @@ class BudgetPolicy:
     safety_margin_ratio: float = knob(0.05, ge=0, lt=1, doc="share of the window kept free for counting error")
     max_input_tokens: int | None = knob(None, gt=0, doc="a hard cap on input tokens below the model window "
                                            "(team or key policy)")
+    clamp_max_tokens: bool = knob(False, doc="before cutting input, lower a request's oversized max_tokens (down "
+                                             "to max_tokens_floor) to leave the input room")
+    max_tokens_floor: int = knob(4096, ge=1, doc="clamp_max_tokens never lowers max_tokens below this")
 
     def __post_init__(self) -> None:
         check_bounds(self)
@@ -93,6 +96,28 @@ def requested_output_tokens(request: Mapping[str, Any], fields: tuple[str, ...] 
     sources = (request, extra) if isinstance(extra, Mapping) else (request,)
     values = [tokens for source in sources for key in fields if (tokens := _tokens(_field(source, key))) is not None]
     return max(values) if values else None
+
+
+def with_output_tokens(request: Mapping[str, Any], fields: tuple[str, ...], value: int) -> dict[str, Any]:
+    """A copy of ``request`` whose output-token ``fields`` (top level and ``extra_body``) above ``value`` are
+    ``value``: what ``clamp_max_tokens`` forwards. The caller's request is not touched."""
+    def lowered(source: Mapping[str, Any]) -> dict[str, Any]:
+        out = dict(source)
+        for path in fields:
+            current = _tokens(_field(out, path))
+            if current is not None and current > value:
+                out = _set_field(out, path.split("."), value)
+        return out
+
+    result = lowered(request)
+    if isinstance(request.get("extra_body"), Mapping):
+        result["extra_body"] = lowered(request["extra_body"])
+    return result
+
+
+def _set_field(source: Mapping[str, Any], names: list[str], value: int) -> dict[str, Any]:
+    head, *rest = names
+    return {**source, head: _set_field(source[head], rest, value) if rest else value}
 
 
 def _field(source: Mapping[str, Any], path: str) -> Any:

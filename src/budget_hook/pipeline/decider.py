@@ -18,11 +18,12 @@ Steps, each going down a layer, never back up:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..budget import ModelLimits, compute_budget, requested_output_tokens
+from ..budget import ModelLimits, compute_budget, requested_output_tokens, with_output_tokens
 from ..counting import TokenCounter
 from ..errors import (
     BudgetHookError,
@@ -178,6 +179,7 @@ def decide_conversation(
             return context.blocked(BlockReason("unreadable", message, {"field": path, "parts": len(unreadable)},
                                                param=path))
         context.warnings.append(f"{len(unreadable)} part(s) counted at a conservative estimate: {path}: {why}")
+    sent = request  # the request as the client sent it (what shadow mode forwards)
     try:
         try:
             reserve = requested_output_tokens(request, shape.output_token_fields)
@@ -185,6 +187,8 @@ def decide_conversation(
             if reserve is None and context.limits.filled_output_tokens is not None:
                 # LiteLLM will send its own max_tokens (Anthropic requires one): that is what is reserved.
                 reserve, source = context.limits.filled_output_tokens, "litellm_default"
+            elif reserve is not None:
+                request, reserve = _clamp_output(request, reserve, window, context, shape, counter)
             budget = compute_budget(window, requested_output_tokens=reserve, policy=policy.budget,
                                     reserve_source=source)
         except OutputReserveTooLargeError as exc:
@@ -201,8 +205,8 @@ def decide_conversation(
     except MalformedRequestError as exc:
         return context.blocked(_malformed(exc))
 
-    changed = result.report.changed
-    if changed:
+    changed = result.report.changed or request is not sent
+    if result.report.changed:
         # Checked on the request as sent, and said in the record: a provider 400 for these is not the
         # trimmer's doing. (Untouched requests need no such check: nothing of ours reached the provider.)
         try:
@@ -213,8 +217,26 @@ def decide_conversation(
             context.warnings.append(f"request invalid before trimming ({len(problems)} problem(s)), not caused "
                                     f"by budget_hook: " + "; ".join(problems[:3]))
     action: Action = shadowed("trimmed", policy.mode) if changed else "pass"
-    forwarded = result.request if policy.mode == "enforce" else request
+    forwarded = result.request if policy.mode == "enforce" else sent
     return context.decision(action, request=forwarded, report=result.report)
+
+
+def _clamp_output(request: Mapping[str, Any], reserve: int, window: int, context: _Context, shape: ConversationShape,
+                  counter: TokenCounter) -> tuple[Mapping[str, Any], int]:
+    """``clamp_max_tokens``: the first rung, before any input is cut. When the input does not fit beside the
+    output allowance the request asks for, lower that allowance (never below ``max_tokens_floor``) to what
+    leaves the input room; the forwarded request carries the lowered value, and the record says so."""
+    policy = context.resolved.policy.budget
+    if not policy.clamp_max_tokens or reserve <= policy.max_tokens_floor:
+        return request, reserve
+    margin = math.ceil(window * policy.safety_margin_ratio)  # as compute_budget takes it
+    tokens = shape.count(request, counter)
+    lowered = max(policy.max_tokens_floor, min(reserve, window - margin - tokens))
+    if lowered >= reserve:
+        return request, reserve
+    context.warnings.append(f"max_tokens lowered from {reserve} to {lowered} (clamp_max_tokens): the input has "
+                            f"{tokens} tokens, the window {window}")
+    return with_output_tokens(request, shape.output_token_fields, lowered), lowered
 
 
 def decide_inputs(

@@ -16,13 +16,15 @@ Contract: ``trim_request(request, counter=..., budget=..., policy=...)`` returns
   (the provider's prompt cache keeps working): frontiers move in steps, like Anthropic's
   ``clear_at_least``. It is all a function of the request: the same request gives the same result on any
   proxy instance. ``cache_step_ratio: 0`` cuts exactly at the budget.
-* Never dropped or edited: system/developer messages, the opening context (``keep_opening_context``: the
-  messages before the first reply, acknowledged context), the pinned first user message, the latest user
-  message, ``protected`` and ``keep`` indexes. Messages are dropped in units (``structure.drop_units``): a
-  whole turn, or a tool step (an assistant message with all its results) of a turn whose head stays, so
-  a tool result is never orphaned. With ``edit_latest_turn_history`` (default on) compaction and
-  shortening also work inside the latest turn's agent loop, never on its last user message, its final
-  assistant message; ``drop_latest_turn_steps`` lets the last rung drop its oldest steps, never the last.
+* Never edited: system/developer messages, the opening context (``keep_opening_context``: the messages
+  before the first reply, acknowledged context), the pinned first user message, the latest user message,
+  ``protected`` indexes. Never dropped: the same, except that the ladder's last rung may drop opening
+  context other than the task (``context_units``); and ``keep`` indexes. Messages are dropped in units
+  (``structure.drop_units``): a whole turn, or a tool step (an assistant message with all its results) of a
+  turn whose head stays, so a tool result is never orphaned. With ``edit_latest_turn_history`` (default
+  on) compaction and shortening also work inside the latest turn's agent loop, never on its last user
+  message or its final assistant message; ``drop_latest_turn_steps`` lets a late rung drop its oldest
+  steps, never the last.
 * When anything was dropped the request carries a ``Notice`` (a user message at the first cut, counted
   in the budget) telling the model how many messages and tokens were removed.
 * Still over the budget after all rungs: ``CannotFitError`` with every number.
