@@ -221,14 +221,14 @@ def _merged(message: Mapping[str, Any], after_text: str) -> bool:
     return all(json.dumps(text)[1:-1] in after_text for text in texts if text)
 
 
-def run(policies: Mapping[str, TrimPolicy]) -> dict[str, Any]:
+def run(policies: Mapping[str, TrimPolicy], shares: tuple[float, ...] = (0.5, 0.75)) -> dict[str, Any]:
     sequences = list(client_sequences()) + list(conversation_sequences())
     out: dict[str, Any] = {}
     for label, policy in policies.items():
         groups: dict[str, Tally] = {"clients": Tally(), "conversations": Tally(), "all": Tally()}
         for sequence in sequences:
             last = sequence.shape.count(sequence.bodies[-1], COUNTER)
-            for share in (0.5, 0.75):
+            for share in shares:
                 tally = replay(sequence, max(1, int(last * share)), policy)
                 groups["clients" if not sequence.name.startswith("conversations/") else "conversations"].add(tally)
                 groups["all"].add(tally)
@@ -240,12 +240,14 @@ def run(policies: Mapping[str, TrimPolicy]) -> dict[str, Any]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--json", action="store_true", help="print JSON only")
+    parser.add_argument("--shares", type=float, nargs="+", default=[0.5, 0.75],
+                        help="input budgets as shares of each sequence's last request (default: 0.5 0.75)")
     args = parser.parse_args()
     default = TrimPolicy()
     results = run({"default": default, "exact_cuts": replace(default, cache_step_ratio=0),
                    "wave1": replace(default, cache_step_ratio=0, target_ratio=0.9, keep_opening_context=False,
                                     soften_tool_results=False, drop_latest_turn_steps=False,
-                                    notify_model=False)})
+                                    notify_model=False)}, tuple(args.shares))
     if not args.json:
         columns = ("prefix_stability", "budget_use", "opening_context_kept", "tool_results_kept", "user_turns_kept",
                    "cost_vs_untrimmed", "trimmed", "refused")
