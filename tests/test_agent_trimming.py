@@ -318,3 +318,50 @@ def test_clamp_max_tokens_lowers_an_oversized_allowance_before_any_input_is_cut(
     shadow = run_hook(make_plugin(window, clamp_max_tokens=True, max_tokens_floor=1000, mode="shadow"),
                       _long_chat_with_max_tokens(4500, "shadow"))
     assert shadow["max_tokens"] == 4500 and shadow["metadata"]["budget_hook"]["action"] == "would_trim"
+
+
+# --- Gemini: what a subagent's attack found ----------------------------------------------------------------
+
+GEMINI, GEMINI_COUNTER = SHAPES.get("gemini"), TokenCounter.for_model("gemini-2.5-pro")
+
+
+def test_gemini_text_sent_with_a_function_response_keeps_the_response():
+    """The latest content answers a call and asks about it: the response must stay with the question (it
+    used to be its own view turn, dropped with the call before it)."""
+    big = "lorem ipsum dolor sit amet " * 400
+    body = {"contents": [
+        {"role": "user", "parts": [{"text": "Task: fix the bug in foo.py"}]},
+        {"role": "model", "parts": [{"text": "Sure, here's my plan. " + big}]},
+        {"role": "user", "parts": [{"text": "go on, and also " + big}]},
+        {"role": "model", "parts": [{"functionCall": {"name": "read_file", "args": {"path": "foo.py"}}}]},
+        {"role": "user", "parts": [{"functionResponse": {"name": "read_file", "response": {"content": "def foo(): 1"}}},
+                                   {"text": "here is the file; what is wrong?"}]},
+    ]}
+    total = GEMINI.count(body, GEMINI_COUNTER)
+    result = GEMINI.trim(body, counter=GEMINI_COUNTER, budget=budget_of(total - 200))
+    contents = result.request["contents"]
+    assert contents[-1] == body["contents"][-1] and contents[-2] == body["contents"][-2]
+    assert GEMINI.problems(result.request) == []
+
+
+def test_gemini_thought_parts_and_signatures_are_never_rewritten():
+    thought = {"text": "Thinking about the fix. " * 40, "thought": True, "thoughtSignature": "c2lnbmF0dXJl" * 20}
+    body = {"contents": [
+        {"role": "user", "parts": [{"text": "Task: fix the bug"}]},
+        {"role": "model", "parts": [thought, {"text": "The answer is long. " * 250}]},
+        {"role": "user", "parts": [{"text": "more context " * 300}]},
+        {"role": "model", "parts": [{"text": "Noted."}]},
+        {"role": "user", "parts": [{"text": "thanks, now fix it"}]},
+    ]}
+    total = GEMINI.count(body, GEMINI_COUNTER)
+    for share in (0.9, 0.6, 0.3):
+        try:
+            result = GEMINI.trim(body, counter=GEMINI_COUNTER, budget=budget_of(int(total * share)))
+        except CannotFitError:
+            continue
+        for content in result.request["contents"]:
+            for part in content["parts"]:
+                assert "c2lnbmF0dXJl" not in part.get("text", "")  # a signature never leaks into text
+                if part.get("thought"):
+                    assert part == thought
+        assert not any(a.action == "shortened" and a.index == 1 for a in result.report.actions)

@@ -381,9 +381,11 @@ def check_trim(shape: ConversationShape, body, budget, policy: TrimPolicy):
     system_after, latest_after = protected_view(shape, new)
     assert system_after == system_before
     if latest_before is not None:
-        # verbatim; where roles must alternate, possibly merged after the user text kept before it
-        parts = without_notice(latest_after)
-        assert parts[len(parts) - len(without_notice(latest_before)):] == without_notice(latest_before)
+        # verbatim; where roles must alternate, possibly merged after what was kept before it (user text, or
+        # function responses, whose view message it then ends)
+        wanted = without_notice(latest_before)
+        assert any(without_notice(m)[len(without_notice(m)) - len(wanted):] == wanted
+                   for m in [latest_after, *shape.view(new).request["messages"]] if m is not None)
     # (4) surviving view messages keep their relative order
     hashes_before = [content_hash(m) for m in shape.view(body).request["messages"]]
     known = set(hashes_before)

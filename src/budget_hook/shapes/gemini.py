@@ -7,7 +7,9 @@ The body is seen through a chat-shaped view, counted and trimmed like every conv
   tool message, so a call and its response leave together and a response can be compacted alone;
 * ``inlineData`` images are sized from their header, PDFs by their pages, text files as text, other media
   by size; ``fileData`` (a file URI) is content the request only references (flagged);
-* thought signatures and thought text are counted as text (a replayed ``thoughtSignature`` is billed);
+* thought signatures and thought text are counted as text (a replayed ``thoughtSignature`` is billed); a
+  content carrying them is never rewritten (it stays whole or leaves with its turn), and text sent along
+  with ``functionResponse`` parts joins the last response's view message (it stays or leaves with it);
 * ``tools`` (``functionDeclarations``; built-in tools as their JSON) and ``generationConfig``'s response
   schema are counted; ``generationConfig.maxOutputTokens`` is the output reserve.
 
@@ -115,6 +117,7 @@ def build_view(body: Mapping[str, Any]) -> View:
                                                                   "systemInstruction") for p in parts]})
         refs.append(None)
     pending: dict[str, list[str]] = {}  # function name -> ids of calls not answered yet
+    no_edit: set[int] = set()
     for index, entry in enumerate(contents):
         where = f"contents[{index}]"
         parts = _parts(entry, where)
@@ -128,7 +131,15 @@ def build_view(body: Mapping[str, Any]) -> View:
             messages.append({"role": "tool", "tool_call_id": call_id,
                              "content": canonical_json(answer.get("response", answer))})
             refs.append(_Ref(index, (i,)))
-        if rest or not responses:
+        if responses and rest:
+            # Text or media sent along with function responses belong to the same exchange, not to a new turn:
+            # they join the last response's view message, so they stay or leave with it (and are never cut).
+            last = messages[-1]
+            extra = [_chat_part(parts[i], f"{where}.parts[{i}]") for i in rest]
+            messages[-1] = {**last, "content": [{"type": "text", "text": last["content"]}, *extra]}
+            refs[-1] = _Ref(index, (responses[-1], *rest))
+            no_edit.add(len(messages) - 1)
+        elif rest or not responses:
             calls = []
             chat_parts = []
             for i in rest:
@@ -144,6 +155,8 @@ def build_view(body: Mapping[str, Any]) -> View:
             message: dict[str, Any] = {"role": role, "content": chat_parts or None}
             if calls:
                 message["tool_calls"] = calls
+            if any(_signed(parts[i]) for i in rest):
+                no_edit.add(len(messages))  # thought parts and signatures: kept whole or left with their turn
             messages.append(message)
             refs.append(_Ref(index, tuple(rest)))
     request: dict[str, Any] = {"model": body.get("model"), "messages": messages}
@@ -154,7 +167,12 @@ def build_view(body: Mapping[str, Any]) -> View:
     schema = config.get("responseSchema") or config.get("response_schema") if isinstance(config, Mapping) else None
     if schema:
         request["response_format"] = {"type": "json_schema", "json_schema": {"schema": schema}}
-    return View(request, tuple(refs))
+    return View(request, tuple(refs), no_edit=frozenset(no_edit))
+
+
+def _signed(part: Any) -> bool:
+    return isinstance(part, Mapping) and bool(part.get("thought") or part.get("thoughtSignature")
+                                              or part.get("thought_signature"))
 
 
 def _tools(tools: Any) -> list[dict[str, Any]]:
