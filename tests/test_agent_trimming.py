@@ -117,7 +117,7 @@ def test_aider_acknowledged_context_goes_last_and_the_task_never():
     assert body["messages"][0] in small.request["messages"] and body["messages"][13] in small.request["messages"]
     # with the last rung off, the request is refused, naming the opening context and the switch
     with pytest.raises(CannotFitError) as caught:
-        CHAT.trim(body, counter=GPT, budget=budget_of(2500), policy=TrimPolicy(drop_acknowledged_context=False))
+        CHAT.trim(body, counter=GPT, budget=budget_of(2500), policy=TrimPolicy(drop_opening_context=False))
     assert caught.value.facts["protected_tokens"]["opening_context"] > 2500
     assert "keep_opening_context" in str(caught.value)
     # and the leading run (here the system prompt and the first example question) is never dropped: too
@@ -249,7 +249,7 @@ def test_when_the_next_steps_fit_on_top_of_the_last_cut_the_cut_does_not_move(re
     steps = _steps(sizes)
     later = {**request, "messages": [*request["messages"], *steps]}
     budget = budget_of(max(1, int(GPT.count_request(later).total * fraction)))
-    policy = TrimPolicy(cache_step_ratio=ratio, keep_recent_tool_results=0, drop_acknowledged_context=False)
+    policy = TrimPolicy(cache_step_ratio=ratio, keep_recent_tool_results=0, drop_opening_context=False)
     try:
         first = trim_request(earlier, counter=GPT, budget=budget, policy=policy)
         second = trim_request(later, counter=GPT, budget=budget, policy=policy)

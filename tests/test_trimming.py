@@ -83,7 +83,7 @@ policies = st.builds(
     cache_step_ratio=st.sampled_from([0, 0.1, 0.25, 0.5]),
     notify_model=st.booleans(),
     context_min_chars=st.sampled_from([0, 500]),
-    drop_acknowledged_context=st.booleans(),
+    drop_opening_context=st.booleans(),
 )
 
 
@@ -156,11 +156,11 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy,
         task = max((i for i in leading if before[i]["role"] == "user"), default=None)
         for index in leading:
             assert index not in edited
-            assert index in kept or (policy.drop_acknowledged_context and before[index]["role"] == "user"
+            assert index in kept or (policy.drop_opening_context and before[index]["role"] == "user"
                                      and index != task)
         for pair in acknowledged:
             assert not edited.intersection(pair) and (set(pair) <= dropped or not dropped.intersection(pair))
-            if not policy.drop_acknowledged_context:
+            if not policy.drop_opening_context:
                 assert not dropped.intersection(pair)
     # The K most recent tool results are only ever compacted softly (head and tail).
     results = [i for i, m in enumerate(before) if m["role"] == "tool"]

@@ -132,7 +132,7 @@ def drop_latest_steps(state: TrimState) -> None:
     state.advance((unit.indexes[0], partial(state.drop_unit, unit)) for unit in state.units if unit.latest)
 
 
-def drop_acknowledged_context(state: TrimState) -> None:
+def drop_opening_context(state: TrimState) -> None:
     """Last, rather than refuse, oldest first: the opening user messages before the task (a demonstration,
     AGENTS.md) and acknowledged context (a file added to the chat and its "Ok"). The task stays."""
     state.advance((unit.indexes[0], partial(state.drop_unit, unit)) for unit in state.context_units)
@@ -161,7 +161,7 @@ STEPS: tuple[Step, ...] = (
     Step("drop_old", "dropped", "drop_old_turns", drop_old_units, removes=True),
     Step("shorten", "shortened", "shorten_assistant_messages", shorten_assistant_messages),
     Step("drop_latest_steps", "dropped", "drop_latest_turn_steps", drop_latest_steps, removes=True),
-    Step("drop_context", "dropped", "drop_acknowledged_context", drop_acknowledged_context, removes=True),
+    Step("drop_context", "dropped", "drop_opening_context", drop_opening_context, removes=True),
 )
 ACTION_KINDS: tuple[ActionKind, ...] = tuple(dict.fromkeys(step.action for step in STEPS))
 REMOVING_ACTIONS: frozenset[str] = frozenset(step.action for step in STEPS if step.removes)

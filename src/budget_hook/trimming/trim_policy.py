@@ -42,7 +42,7 @@ class TrimPolicy:
     edit_latest_turn_history: bool = knob(True, doc="compact and shorten inside the latest turn's agent loop too")
     drop_latest_turn_steps: bool = knob(True, doc="last rung: drop the oldest tool steps of the latest turn's agent "
                                                   "loop (never its last step)")
-    drop_acknowledged_context: bool = knob(True, doc="last rung, rather than refuse: drop opening context but the "
+    drop_opening_context: bool = knob(True, doc="last rung, rather than refuse: drop opening context but the "
                                                      "task, oldest first (files added to the chat, a "
                                                      "demonstration, AGENTS.md); the task always stays")
     drop_old_images: bool = knob(False, doc="rung 0: replace images older than the latest turn with a placeholder")
