@@ -9,6 +9,10 @@ Contract: pure functions over a list of OpenAI chat messages (already validated 
 * ``pairing_problems(messages)`` lists every violation of the providers' rule: each ``tool`` message
   answers a ``tool_calls`` id of the assistant message before it (tool results in between allowed), and
   every such id is answered. It is used to tell a request that arrived broken from one we broke.
+* ``opening_parts(messages, ...)`` finds the opening context (the leading run before the first reply, and
+  acknowledged context); ``opening_context`` is the same as one set.
+* ``drop_units(messages, kept)`` lists what may leave together, oldest first: whole turns, and the tool
+  steps (an assistant message with the results of its calls) of turns whose head stays.
 """
 
 from __future__ import annotations
@@ -85,6 +89,7 @@ def _text_length(message: Mapping[str, Any]) -> int:
 
 def opening_context(messages: Sequence[Mapping[str, Any]], *, context_min_chars: int, ack_max_chars: int
                     ) -> frozenset[int]:
+    """Every index of the opening context (``opening_parts``, as one set)."""
     leading, acknowledged = opening_parts(messages, context_min_chars=context_min_chars, ack_max_chars=ack_max_chars)
     return leading | frozenset(i for pair in acknowledged for i in pair)
 
