@@ -232,7 +232,7 @@ def _steps(sizes: list[int]) -> list[dict]:
     return steps
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(conversations(), st.lists(st.integers(1, 600), min_size=1, max_size=4), st.floats(0.2, 0.9),
        st.sampled_from([0.1, 0.25, 0.5]))
 def test_when_the_next_steps_fit_on_top_of_the_last_cut_the_cut_does_not_move(request, sizes, fraction, ratio):
