@@ -236,20 +236,23 @@ def _steps(sizes: list[int]) -> list[dict]:
 @given(conversations(), st.lists(st.integers(1, 600), min_size=1, max_size=4), st.floats(0.2, 0.9),
        st.sampled_from([0.1, 0.25, 0.5]))
 def test_when_the_next_steps_fit_on_top_of_the_last_cut_the_cut_does_not_move(request, sizes, fraction, ratio):
-    """Cache stability as a property: request N+1 is request N plus the agent loop's next steps (a tool call
-    and its result each); when the previous forwarded request plus the new steps fits the budget, it is an
-    exact prefix of the next forwarded request. (With ``keep_recent_tool_results``, a result that new
-    results push out of the recent window becomes compactable: that boundary moves in cache steps too, and
-    ``bench/replay.py`` measures it on real clients; here it is 0, so every rung's candidates are fixed. The
-    last rung, which drops opening context, is off too: new steps of the loop are candidates of the rung
-    before it, which is tried first.)"""
+    """Cache stability as a property of the rungs whose candidates do not depend on what comes after them
+    (softening, compaction with ``keep_recent_tool_results: 0``, dropping old turns), in cache steps:
+    request N+1 is request N plus the agent loop's next steps (a tool call and its result each); when the
+    previous forwarded request plus the new steps fits the budget, it is an exact prefix of the next one.
+
+    The other rungs protect something by recency (the 3 most recent results, the loop's final assistant
+    message, its last step, the opening context until the last rung), and a new step can make a protected
+    message a candidate inside a step already cut: their moves are what ``bench/replay.py`` measures on
+    real clients, not an invariant."""
     earlier = request
     if pairing_problems(earlier["messages"]) or earlier["messages"][-1]["role"] == "assistant":
         return
     steps = _steps(sizes)
     later = {**request, "messages": [*request["messages"], *steps]}
     budget = budget_of(max(1, int(GPT.count_request(later).total * fraction)))
-    policy = TrimPolicy(cache_step_ratio=ratio, keep_recent_tool_results=0, drop_opening_context=False)
+    policy = TrimPolicy(cache_step_ratio=ratio, keep_recent_tool_results=0, drop_opening_context=False,
+                        shorten_assistant_messages=False, drop_latest_turn_steps=False)
     try:
         first = trim_request(earlier, counter=GPT, budget=budget, policy=policy)
         second = trim_request(later, counter=GPT, budget=budget, policy=policy)
