@@ -11,9 +11,11 @@ from .compute import (
     BudgetPolicy,
     compute_budget,
     requested_output_tokens,
+    safety_margin,
     with_output_tokens,
 )
 from .windows import ModelLimits, lookup_max_input_tokens
 
 __all__ = ["OUTPUT_TOKEN_FIELDS", "Budget", "BudgetCheck", "BudgetPolicy", "ModelLimits", "compute_budget",
-           "lookup_max_input_tokens", "requested_output_tokens", "with_output_tokens"]
+           "lookup_max_input_tokens", "requested_output_tokens", "safety_margin",
+           "with_output_tokens"]

@@ -138,6 +138,11 @@ def _tokens(value: Any) -> int | None:
     return math.ceil(value) if value >= 0 else None
 
 
+def safety_margin(window: int, policy: BudgetPolicy) -> int:
+    """The tokens of the window kept free for counting error."""
+    return math.ceil(window * policy.safety_margin_ratio)
+
+
 def compute_budget(window: int, *, requested_output_tokens: int | None = None,
                    policy: BudgetPolicy = BudgetPolicy(), reserve_source: str = "request") -> Budget:
     """``reserve_source`` says where ``requested_output_tokens`` comes from (the request, or the value
@@ -150,7 +155,7 @@ def compute_budget(window: int, *, requested_output_tokens: int | None = None,
         reserve = math.ceil(window * policy.output_reserve_ratio)
         reserve = min(max(reserve, policy.output_reserve_min), policy.output_reserve_max)
         source = "policy"
-    margin = math.ceil(window * policy.safety_margin_ratio)
+    margin = safety_margin(window, policy)
     budget = window - reserve - margin
     if policy.max_input_tokens is not None:
         budget = min(budget, policy.max_input_tokens)

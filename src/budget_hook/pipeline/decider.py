@@ -18,12 +18,11 @@ Steps, each going down a layer, never back up:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..budget import ModelLimits, compute_budget, requested_output_tokens, with_output_tokens
+from ..budget import ModelLimits, compute_budget, requested_output_tokens, safety_margin, with_output_tokens
 from ..counting import TokenCounter
 from ..errors import (
     BudgetHookError,
@@ -229,7 +228,7 @@ def _clamp_output(request: Mapping[str, Any], reserve: int, window: int, context
     policy = context.resolved.policy.budget
     if not policy.clamp_max_tokens or reserve <= policy.max_tokens_floor:
         return request, reserve
-    margin = math.ceil(window * policy.safety_margin_ratio)  # as compute_budget takes it
+    margin = safety_margin(window, policy)
     tokens = shape.count(request, counter)
     lowered = max(policy.max_tokens_floor, min(reserve, window - margin - tokens))
     if lowered >= reserve:

@@ -43,7 +43,7 @@ from .base import (
     View,
     merge_new_neighbours,
     place_notice,
-    touched_item,
+    touched_parts,
     unreadable_parts,
     view_decisions,
 )
@@ -76,7 +76,7 @@ def _has_cache_control(block: Any) -> bool:
 
 
 def _parts(content: Any) -> list[Any]:
-    """A view message's content as a list of parts."""
+    """A message's content (a string, or a list of blocks or parts) as a list of blocks."""
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
 
 
@@ -253,12 +253,8 @@ def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str,
     return {**body, "messages": merge_new_neighbours(placed, lambda m: m.get("role"), _merge)}
 
 
-def _blocks(content: Any) -> list[Any]:
-    return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
-
-
 def _merge(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:
-    return {**first, "content": _blocks(first.get("content")) + _blocks(second.get("content"))}
+    return {**first, "content": _parts(first.get("content")) + _parts(second.get("content"))}
 
 
 def _placeholder(edited: Mapping[str, Any]) -> str:
@@ -313,12 +309,7 @@ def anthropic_pairing_problems(messages: Any) -> list[str]:
 
 def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
     """The original text of a touched message, or of its one block."""
-    message = touched_item(body, "messages", action)
-    if message is None:
-        return ""
-    content = message.get("content")
-    if isinstance(content, list) and action.block is not None and action.block < len(content):
-        content = [content[action.block]]
+    content = touched_parts(body, "messages", "content", action)
     if isinstance(content, str):
         return content
     texts = []

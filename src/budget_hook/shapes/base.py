@@ -63,6 +63,18 @@ def touched_item(body: Mapping[str, Any], key: str, action: MessageAction) -> Ma
     return item
 
 
+def touched_parts(body: Mapping[str, Any], key: str, field: str, action: MessageAction) -> Any:
+    """What an action on ``body[key][action.index]`` touched: the item's ``field`` (a string, or its list of
+    blocks or parts, narrowed to the one block the action names); None when there is no such item."""
+    item = touched_item(body, key, action)
+    if item is None:
+        return None
+    value = item.get(field)
+    if isinstance(value, list) and action.block is not None and action.block < len(value):
+        return [value[action.block]]
+    return value
+
+
 def view_decisions(view: View, result: TrimResult) -> tuple[dict[int, MessageAction], dict[int, Mapping[str, Any]]]:
     """What the trimmer decided on a view: the action per view index, and each surviving view message in
     its final (possibly edited) form, by view index: what a shape's ``apply`` writes back."""

@@ -33,7 +33,7 @@ from .base import (
     View,
     merge_new_neighbours,
     place_notice,
-    touched_item,
+    touched_parts,
     unreadable_parts,
     view_decisions,
 )
@@ -294,13 +294,8 @@ def gemini_pairing_problems(contents: Any) -> list[str]:
 
 
 def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
-    entry = touched_item(body, "contents", action)
-    if entry is None:
-        return ""
-    listed = entry.get("parts")
+    listed = touched_parts(body, "contents", "parts", action)
     parts: list[Any] = listed if isinstance(listed, list) else []
-    if action.block is not None and action.block < len(parts):
-        parts = [parts[action.block]]
     return "\n".join(p["text"] if isinstance(p, Mapping) and isinstance(p.get("text"), str) else canonical_json(p)
                      for p in parts)
 

@@ -22,6 +22,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .report import message_text
+
 PROTECTED_ROLES = frozenset({"system", "developer"})
 
 
@@ -78,15 +80,6 @@ def pairing_problems(messages: Sequence[Mapping[str, Any]]) -> list[str]:
     return problems
 
 
-def _text_length(message: Mapping[str, Any]) -> int:
-    content = message.get("content")
-    if isinstance(content, str):
-        return len(content)
-    if isinstance(content, list):
-        return sum(len(p["text"]) for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
-    return 0
-
-
 def opening_context(messages: Sequence[Mapping[str, Any]], *, context_min_chars: int, ack_max_chars: int
                     ) -> frozenset[int]:
     """Every index of the opening context (``opening_parts``, as one set)."""
@@ -119,7 +112,7 @@ def opening_parts(messages: Sequence[Mapping[str, Any]], *, context_min_chars: i
         user, reply, after = messages[index], messages[index + 1], messages[index + 2]
         if (user.get("role") == "user" and reply.get("role") == "assistant" and after.get("role") == "user"
                 and index not in leading
-                and _text_length(user) >= context_min_chars and is_acknowledgement(reply, ack_max_chars)):
+                and len(message_text(user)) >= context_min_chars and is_acknowledgement(reply, ack_max_chars)):
             acknowledged.append((index, index + 1))
     return frozenset(leading), tuple(acknowledged)
 
@@ -132,11 +125,10 @@ def is_acknowledgement(message: Mapping[str, Any], max_chars: int) -> bool:
     """A short reply that only takes note ("Ok.", "Ok, any changes I propose will be to those files."): no tool
     call, no code, at most ``max_chars`` characters, opening with a word of assent. An agent's short command
     (SWE-agent's, aider's own edits) is no acknowledgement: its observation is not context."""
-    if message.get("tool_calls") or message.get("function_call") or _text_length(message) > max_chars:
+    text = message_text(message)
+    if message.get("tool_calls") or message.get("function_call") or len(text) > max_chars:
         return False
     content = message.get("content")
-    text = content if isinstance(content, str) else "".join(
-        p["text"] for p in content or [] if isinstance(p, Mapping) and isinstance(p.get("text"), str))
     if isinstance(content, list) and any(isinstance(p, Mapping) and p.get("type") not in ("text", None)
                                          for p in content):
         return False
