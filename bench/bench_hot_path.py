@@ -231,9 +231,38 @@ def bench_attempt_check() -> None:
           f"{check_seconds / decision_seconds:.4f}x")
 
 
+def bench_learning_lookup() -> None:
+    """What learning adds to every request: the lookup of a group's learned correction and window (no
+    Redis), with every deployment's window of ratios full, against deciding a small request."""
+    from budget_hook.learning import LearningSettings
+    from budget_hook.proxy.shared import SharedLearning
+
+    learning = SharedLearning(LearningSettings(share="off"))
+    ids = [f"deployment-{index}" for index in range(4)]
+
+    async def fill_and_lookup(count: int) -> float:
+        for deployment in ids:
+            for index in range(400):
+                await learning.learn_ratio(deployment, 1000, 1000 + index % 97)
+        start = time.perf_counter()
+        for _ in range(count):
+            await learning.lookup(ids)
+        return (time.perf_counter() - start) / count
+
+    lookup_seconds = asyncio.run(fill_and_lookup(20_000))
+    settings = load_settings({})
+    policy = settings.layers.resolve(model_group="g")
+    request = small_request(0)
+    decide_seconds = timed(lambda: decide_chat(fresh(request), model_group="g", limits=ModelLimits(8000, "b", "gpt-4o"),
+                                              resolved=policy, counter=GPT), repeat=50)
+    print(f"5. learning lookup (4 deployments, 200 ratios each, no Redis): {lookup_seconds * 1e6:.1f} us per request, "
+          f"against {decide_seconds * 1e3:.2f} ms to decide a small request: {lookup_seconds / decide_seconds:.4f}x")
+
+
 if __name__ == "__main__":
     bench_cache()
     bench_event_loop()
     bench_memory()
     bench_attempt_check()
+    bench_learning_lookup()
     print(f"   count cache after the run: {COUNT_CACHE.stats()}")

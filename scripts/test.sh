@@ -7,6 +7,14 @@ cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
 [ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
 .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+# The end-to-end tests of shared learning start a real Redis server (Debian's redis-server) on 127.0.0.1.
+if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
+    SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo "sudo -n")
+    echo "== installing redis-server (Debian) for the shared-learning end-to-end tests"
+    $SUDO apt-get install -y -qq redis-server >/dev/null 2>&1 \
+        || { $SUDO apt-get update -qq >/dev/null 2>&1 && $SUDO apt-get install -y -qq redis-server >/dev/null 2>&1; } \
+        || echo "   could not install redis-server: those tests will be skipped (they fail under CI=true)"
+fi
 echo "== ruff check (lint: src, tests, bench)"
 .venv/bin/ruff check src tests bench
 echo "== mypy (types: src/budget_hook)"

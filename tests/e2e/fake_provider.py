@@ -20,6 +20,16 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a rea
   ``tool_use``/``tool_result`` pairing checked like the real API, and roles that must alternate: two
   ``user`` or two ``assistant`` messages in a row are a 400 ``invalid_request_error``).
 
+* serves the providers' token-counting endpoints, counting exactly as the generate endpoint bills:
+  Anthropic ``POST /v1/messages/count_tokens`` -> ``{"input_tokens": N}``, OpenAI ``POST
+  /v1/responses/input_tokens`` -> ``{"object": "response.input_tokens", "input_tokens": N}``, Gemini
+  ``POST /v1beta/models/{model}:countTokens`` -> ``{"totalTokens": N}``; ``--count-delay S`` makes them
+  slow, ``--count-fail`` makes them answer 500; they answer 401 without the deployment's key
+  (``fake-key``); ``GET /stats`` counts their calls (``count_calls``);
+* ``--bill-factor F`` makes its own count F times the independent count (rounded up), everywhere it
+  counts: window checks, the usage it reports, the counting endpoints (a provider whose tokenizer runs
+  heavier, or lighter, than the gateway's estimate).
+
 Every request body it receives is appended to the ``--record`` JSONL file before any check.
 """
 
@@ -28,6 +38,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import os
 import sys
 import threading
@@ -42,7 +53,15 @@ MODELS: dict[str, int] = {}
 RECORD_PATH = ""
 RECORD_LOCK = threading.Lock()
 INSTANT = False  # --instant: answer at once, no counting or checks (overhead benchmarks)
-STATS: dict[str, int] = {"requests": 0, "accepted": 0, "rejected_window": 0, "rejected_structure": 0}
+BILL_FACTOR = 1.0  # --bill-factor: this provider's count is the independent count times this
+COUNT_DELAY = 0.0  # --count-delay: seconds the counting endpoints wait before answering
+COUNT_FAIL = False  # --count-fail: the counting endpoints answer 500
+STATS: dict[str, int] = {"requests": 0, "accepted": 0, "rejected_window": 0, "rejected_structure": 0,
+                         "count_calls": 0}
+
+
+def billed(tokens: int) -> int:
+    return tokens if BILL_FACTOR == 1.0 else math.ceil(tokens * BILL_FACTOR)
 
 
 def _stat(name: str) -> None:
@@ -66,7 +85,7 @@ def count_prompt(body: dict) -> int:
     _strings(body.get("messages"), texts)
     _strings(body.get("tools"), texts)
     tokens = sum(len(ENCODING.encode_ordinary(text)) for text in texts)
-    return tokens + 4 * len(body.get("messages") or []) + 3
+    return billed(tokens + 4 * len(body.get("messages") or []) + 3)
 
 
 def structure_error(messages: list) -> str | None:
@@ -129,6 +148,8 @@ class Handler(BaseHTTPRequestHandler):
             with RECORD_LOCK, open(RECORD_PATH, "a", encoding="utf-8") as record:
                 record.write(json.dumps({"path": self.path, "body": body, "time": time.time()}) + "\n")
         path = self.path.rstrip("/")
+        if path.endswith(("/messages/count_tokens", "/responses/input_tokens", ":countTokens")):
+            return self._count_tokens(path, body)
         if INSTANT:
             _stat("accepted")
             usage = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
@@ -227,6 +248,50 @@ def _count_strings(*values) -> int:
     return sum(len(ENCODING.encode_ordinary(text)) for text in texts)
 
 
+def anthropic_prompt(body: dict) -> int:
+    messages = body.get("messages") or []
+    return billed(_count_strings(body.get("system"), messages, body.get("tools")) + 4 * len(messages))
+
+
+def responses_prompt(body: dict) -> int:
+    items = body.get("input")
+    items = [{"role": "user", "content": items}] if isinstance(items, str) else items or []
+    return billed(_count_strings(body.get("instructions"), items, body.get("tools")) + 4 * len(items))
+
+
+def gemini_prompt(body: dict) -> int:
+    request = body.get("generateContentRequest") if isinstance(body.get("generateContentRequest"), dict) else body
+    contents = request.get("contents") or []
+    return billed(_count_strings(contents, request.get("systemInstruction") or request.get("system_instruction"),
+                                 request.get("tools")) + 4 * len(contents))
+
+
+def _count_tokens(self, path: str, body: dict) -> None:
+    _stat("count_calls")
+    key = (self.headers.get("x-api-key") or self.headers.get("x-goog-api-key")
+           or (self.headers.get("authorization") or "").removeprefix("Bearer "))
+    if key != "fake-key":  # the deployment's own credentials, as the real APIs require
+        return self._error(401, "invalid x-api-key", "invalid_api_key")
+    if COUNT_DELAY:
+        time.sleep(COUNT_DELAY)
+    if COUNT_FAIL:
+        return self._error(500, "The server had an error while counting tokens.", "server_error")
+    if path.endswith(":countTokens"):
+        model = path.rsplit("/", 1)[-1].removesuffix(":countTokens")
+        if model not in MODELS:
+            return self._send(404, {"error": {"code": 404, "message": f"models/{model} is not found",
+                                              "status": "NOT_FOUND"}})
+        return self._send(200, {"totalTokens": gemini_prompt(body)})
+    model = body.get("model")
+    if path.endswith("/messages/count_tokens"):
+        if model not in MODELS:
+            return self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": f"model: {model}"}})
+        return self._send(200, {"input_tokens": anthropic_prompt(body)})
+    if model not in MODELS:
+        return self._error(404, f"The model `{model}` does not exist.", "model_not_found")
+    return self._send(200, {"object": "response.input_tokens", "input_tokens": responses_prompt(body)})
+
+
 def _anthropic(self, body: dict) -> None:
     def error(status: int, kind: str, message: str) -> None:
         self._send(status, {"type": "error", "error": {"type": kind, "message": message}})
@@ -237,10 +302,15 @@ def _anthropic(self, body: dict) -> None:
     problem = _anthropic_problems(messages)
     if problem:
         return error(400, "invalid_request_error", problem)
-    prompt = _count_strings(body.get("system"), messages, body.get("tools")) + 4 * len(messages)
+    prompt = anthropic_prompt(body)
     window = MODELS[model]
-    if prompt + int(body.get("max_tokens") or 0) > window:
-        return error(400, "invalid_request_error", f"prompt is too long: {prompt} tokens > {window - int(body.get('max_tokens') or 0)} maximum")
+    max_tokens = int(body.get("max_tokens") or 0)
+    if prompt > window:
+        return error(400, "invalid_request_error", f"prompt is too long: {prompt} tokens > {window} maximum")
+    if prompt + max_tokens > window:
+        return error(400, "invalid_request_error",
+                     f"input length and `max_tokens` exceed context limit: {prompt} + {max_tokens} > {window}, "
+                     f"decrease input length or `max_tokens` and try again")
     message_id = f"msg_{uuid.uuid4().hex[:12]}"
     text = f"ok: {len(messages)} messages, {prompt} input tokens"
     usage = {"input_tokens": prompt, "output_tokens": 8}
@@ -278,7 +348,7 @@ def _embeddings(self, body: dict) -> None:
     value = body.get("input")
     items = [value] if isinstance(value, str) or (isinstance(value, list) and value and isinstance(value[0], int)) else value
     window = MODELS[model]
-    counts = [len(item) if isinstance(item, list) else len(ENCODING.encode_ordinary(item)) for item in items]
+    counts = [billed(len(item) if isinstance(item, list) else len(ENCODING.encode_ordinary(item))) for item in items]
     for count in counts:
         if count > window:
             return self._error(400, f"This model's maximum context length is {window} tokens, however you requested "
@@ -303,7 +373,7 @@ def _responses(self, body: dict) -> None:
                 and not server_side):
             return self._error(400, f"No tool call found for function call output with call_id {item.get('call_id')}.",
                                None, f"input[{index}]")
-    prompt = _count_strings(body.get("instructions"), items, body.get("tools")) + 4 * len(items)
+    prompt = responses_prompt(body)
     window = MODELS[model]
     reserve = int(body.get("max_output_tokens") or 0)
     if prompt + reserve > window:
@@ -324,18 +394,23 @@ def _responses(self, body: dict) -> None:
 
 
 Handler._anthropic = _anthropic
+Handler._count_tokens = _count_tokens
 Handler._embeddings = _embeddings
 Handler._responses = _responses
 
 
 def main() -> None:
-    global ENCODING, MODELS, RECORD_PATH, INSTANT
+    global ENCODING, MODELS, RECORD_PATH, INSTANT, BILL_FACTOR, COUNT_DELAY, COUNT_FAIL
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", required=True, help='JSON object {"model id": context window}')
     parser.add_argument("--record", default="", help="append every request body to this JSONL file")
     parser.add_argument("--instant", action="store_true", help="answer at once without counting or checks")
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--bill-factor", type=float, default=1.0, help="its count is the independent count x this")
+    parser.add_argument("--count-delay", type=float, default=0.0, help="seconds the counting endpoints wait")
+    parser.add_argument("--count-fail", action="store_true", help="the counting endpoints answer 500")
     args = parser.parse_args()
+    BILL_FACTOR, COUNT_DELAY, COUNT_FAIL = args.bill_factor, args.count_delay, args.count_fail
     MODELS = json.loads(args.models)
     RECORD_PATH = args.record
     INSTANT = args.instant

@@ -82,12 +82,14 @@ class Process:
             self.popen.wait(timeout=15)
 
 
-def start_fake_provider(workdir: Path, models: dict[str, int], *, record: bool = True, instant: bool = False) -> Process:
-    """``record``: keep every payload (tests); off for load runs. ``instant``: answer without checks."""
+def start_fake_provider(workdir: Path, models: dict[str, int], *, record: bool = True, instant: bool = False,
+                        flags: list[str] | None = None) -> Process:
+    """``record``: keep every payload (tests); off for load runs. ``instant``: answer without checks.
+    ``flags``: more of its options (``--bill-factor 1.3``, ``--count-delay 2``, ``--count-fail``)."""
     record_path = workdir / "upstream_payloads.jsonl"
     record_path.touch()
     stderr_path = workdir / "upstream.stderr"
-    flags = (["--record", str(record_path)] if record else []) + (["--instant"] if instant else [])
+    flags = (["--record", str(record_path)] if record else []) + (["--instant"] if instant else []) + (flags or [])
     popen = subprocess.Popen(
         [sys.executable, str(HERE / "fake_provider.py"), "--models", json.dumps(models), *flags],
         stdout=subprocess.PIPE, stderr=stderr_path.open("w"), env=process_env(), start_new_session=True, text=True,

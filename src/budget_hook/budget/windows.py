@@ -38,6 +38,8 @@ class ModelLimits:
     #: ``max_tokens``, so for Claude deployments LiteLLM fills in the model's maximum output (4,096 when
     #: the model is not in its map); None when no deployment of the group gets one filled in
     filled_output_tokens: int | None = None
+    #: the router's ids of the deployments the request may go to (what is learned is kept per deployment)
+    deployment_ids: tuple[str, ...] = ()
 
 
 @functools.lru_cache(maxsize=1)

@@ -4,10 +4,10 @@
 ``Decision`` (``decision``) -> ``DecisionRecord`` (``record``: headers, logs, metadata).
 """
 
-from .decider import InternalFailure, decide, decide_conversation, decide_inputs, operator_policy
+from .decider import InternalFailure, decide, decide_conversation, decide_inputs, estimate, operator_policy
 from .decision import BlockReason, Decision
 from .record import DecisionRecord
 from .request import BudgetRequest, Caller, ClientInput, ClientProblem
 
 __all__ = ["BlockReason", "BudgetRequest", "Caller", "ClientInput", "ClientProblem", "Decision", "DecisionRecord",
-           "InternalFailure", "decide", "decide_conversation", "decide_inputs", "operator_policy"]
+           "InternalFailure", "decide", "decide_conversation", "decide_inputs", "estimate", "operator_policy"]

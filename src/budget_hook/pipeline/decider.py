@@ -24,6 +24,7 @@ from typing import Any
 
 from ..budget import ModelLimits, compute_budget, requested_output_tokens, safety_margin, with_output_tokens
 from ..counting import TokenCounter
+from ..counting.corrected import corrected
 from ..errors import (
     BudgetHookError,
     CannotFitError,
@@ -32,6 +33,7 @@ from ..errors import (
     OutputReserveTooLargeError,
     PolicyError,
 )
+from ..learning import Calibration, count_band, needs_provider_count
 from ..policy import PluginSettings, ResolvedPolicy, load_metadata_layer
 from ..shapes import ConversationShape, InputsShape
 from ..shapes.chat import SHAPE as CHAT
@@ -48,6 +50,15 @@ class InternalFailure(BudgetHookError):
         self.cause = cause
         self.fail_mode = fail_mode
         super().__init__(f"{type(cause).__name__}: {cause}")
+
+
+def estimate(request: BudgetRequest) -> int:
+    """Our uncorrected count of the request's body as the client sent it (what a provider's count of the
+    same body is compared with)."""
+    counter = TokenCounter.for_model(request.limits.counting_model, base_model=request.limits.base_model)
+    shape = request.shape
+    assert isinstance(shape, (ConversationShape, InputsShape))
+    return int(shape.count(request.body, counter))
 
 
 def operator_policy(request: BudgetRequest, settings: PluginSettings) -> ResolvedPolicy:
@@ -104,7 +115,8 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
                                  resolved=resolved, counter=counter, shape=shape)
         assert isinstance(shape, ConversationShape)
         return decide_conversation(request.body, model_group=request.model_group, limits=request.limits,
-                                   resolved=resolved, counter=counter, shape=shape)
+                                   resolved=resolved, counter=counter, shape=shape,
+                                   calibration=request.calibration)
     except Exception as exc:  # a bug of ours: never blamed on the client, handled per the fail mode
         raise InternalFailure(exc, fail_mode) from exc
 
@@ -118,12 +130,14 @@ class _Context:
     limits: ModelLimits
     resolved: ResolvedPolicy
     warnings: list[str] = field(default_factory=list)
+    calibration: Calibration = field(default_factory=Calibration)
+    count: Mapping[str, Any] | None = None
 
     def decision(self, action: Action, *, request: Mapping[str, Any] | None = None, **facts: Any) -> Decision:
         return Decision(action=action, mode=self.resolved.policy.mode, model_group=self.model_group,
                         limits=self.limits, resolved=self.resolved,
                         request=self.request if request is None else request, warnings=tuple(self.warnings),
-                        **facts)
+                        calibration=self.calibration, count=self.count, **facts)
 
     def blocked(self, block: BlockReason, **facts: Any) -> Decision:
         return self.decision(shadowed("blocked", self.resolved.policy.mode), block=block, **facts)
@@ -162,10 +176,17 @@ def decide_conversation(
     resolved: ResolvedPolicy,
     counter: TokenCounter,
     shape: ConversationShape = CHAT,
+    calibration: Calibration | None = None,
 ) -> Decision:
-    """Decide on a conversation request (chat by default, or any ``ConversationShape``)."""
+    """Decide on a conversation request (chat by default, or any ``ConversationShape``).
+
+    ``calibration`` multiplies every count (a learned correction, or the provider's count of this very
+    request over our estimate of it); the decision says when asking the provider could change it."""
     policy = resolved.policy
-    context = _Context(request, model_group, limits, resolved)
+    calibration = calibration or Calibration()
+    context = _Context(request, model_group, limits, resolved, calibration=calibration,
+                       count=count_facts(counter, calibration))
+    counter = corrected(counter, calibration.factor, calibration.label() or "")
     window, early = context.start()
     if early is not None:
         return early
@@ -199,8 +220,11 @@ def decide_conversation(
     except ContextBudgetError as exc:
         kind: BlockKind = "cannot_fit" if isinstance(exc, CannotFitError) else "output_reserve"
         detail = str(exc).removeprefix(f"{counter.model}: ")
-        message = f"model group {model_group!r} (counted as {counter.model}, {counter.profile.method}): {detail}"
-        return context.blocked(BlockReason(kind, message, {"model_group": model_group, **exc.facts}))
+        message = f"model group {model_group!r} (counted as {counter.model}, {method_of(counter)}): {detail}"
+        wants = kind == "cannot_fit" and _wants_provider_count(policy.provider_count, calibration, counter,
+                                                               exc.facts.get("tokens_before"), exc.facts.get("budget"))
+        return context.blocked(BlockReason(kind, message, {"model_group": model_group, **exc.facts}),
+                               wants_provider_count=wants)
     except MalformedRequestError as exc:
         return context.blocked(_malformed(exc))
 
@@ -217,7 +241,46 @@ def decide_conversation(
                                     f"by budget_hook: " + "; ".join(problems[:3]))
     action: Action = shadowed("trimmed", policy.mode) if changed else "pass"
     forwarded = result.request if policy.mode == "enforce" else sent
-    return context.decision(action, request=forwarded, report=result.report)
+    wants = _wants_provider_count(policy.provider_count, calibration, counter, result.report.tokens_before,
+                                  result.report.budget.budget)
+    return context.decision(action, request=forwarded, report=result.report, wants_provider_count=wants)
+
+
+def count_facts(counter: TokenCounter, calibration: Calibration | None = None) -> dict[str, Any]:
+    """How a decision counts (the record's ``count``): ``how`` is ``exact`` (the model's own tokenizer and
+    chat format), ``offline tokenizer`` (the family's own vocabulary, framing estimated), ``estimate`` (an
+    OpenAI encoding times the family's factor) or ``provider`` (the provider's own counter answered)."""
+    profile = counter.profile
+    if calibration is not None and calibration.provider_tokens is not None:
+        how = "provider"
+    elif profile.exact:
+        how = "exact"
+    elif profile.encoding_name in ("mistral", "llama3"):
+        how = "offline tokenizer"
+    else:
+        how = "estimate"
+    facts: dict[str, Any] = {"how": how, "method": profile.method, "family": profile.family}
+    if not profile.exact:
+        facts["factor"] = profile.safety_factor
+    if calibration is not None and (calibration.correction is not None or calibration.provider_note is not None):
+        facts.update(calibration.as_dict())
+    return facts
+
+
+def method_of(counter: TokenCounter) -> str:
+    """How ``counter`` counts (a calibrated counter says its factor)."""
+    return str(getattr(counter, "method", None) or counter.profile.method)
+
+
+def _wants_provider_count(mode: str, calibration: Calibration, counter: TokenCounter, tokens: Any,
+                          budget: Any) -> bool:
+    """Asking the provider could flip this decision: the policy wants it, nobody asked yet, the count is an
+    estimate, and it lies within its measured error of the budget."""
+    if mode != "near_budget" or calibration.provider_note is not None:
+        return False
+    if not isinstance(tokens, int) or not isinstance(budget, int):
+        return False
+    return needs_provider_count(tokens, budget, count_band(counter.profile.family))
 
 
 def _clamp_output(request: Mapping[str, Any], reserve: int, window: int, context: _Context, shape: ConversationShape,
@@ -254,7 +317,7 @@ def decide_inputs(
     how much, unless the policy's ``truncate_embedding_inputs`` asks to cut embedding inputs.
     """
     policy = resolved.policy
-    context = _Context(request, model_group, limits, resolved)
+    context = _Context(request, model_group, limits, resolved, count=count_facts(counter))
     window, early = context.start()
     if early is not None:
         return early
@@ -283,7 +346,7 @@ def decide_inputs(
         reserve_terms = "" if embedding else (f" (window {terms['window']} - output reserve {terms['output_reserve']}"
                                               f" - safety margin {terms['safety_margin']})")
         message = (
-            f"model group {model_group!r} (counted as {counter.model}, {counter.profile.method}): "
+            f"model group {model_group!r} (counted as {counter.model}, {method_of(counter)}): "
             f"{result.describe_over()}{reserve_terms}. This model's maximum context length is {window} tokens. "
             f"Split each {what} into smaller pieces"
             + ("" if embedding else " or lower max_tokens") + "; nothing was truncated."

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..budget import ModelLimits
+from ..learning import Calibration
 from ..policy import ResolvedPolicy
 from ..shapes.inputs import InputsResult
 from ..trimming import TrimReport
@@ -52,6 +53,14 @@ class Decision:
     #: /embeddings and /completions: per-input counts, and the per-input budget terms
     inputs: InputsResult | None = None
     input_budget: Mapping[str, Any] | None = None
+    #: how the counts were calibrated (learned correction, provider count)
+    calibration: Calibration = field(default_factory=Calibration)
+    #: the estimate lies within its measured error of the budget and the policy asks the provider then:
+    #: the adapter asks, and decides again with the provider's count
+    wants_provider_count: bool = False
+    #: how the tokens were counted (``how``: exact, offline tokenizer, estimate, provider; the method, the
+    #: estimate's factor, the learned correction, the provider's count)
+    count: Mapping[str, Any] | None = None
 
     @property
     def enforced_block(self) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..learning import learnable
 from ..trimming import REMOVING_ACTIONS, action_counts
 from .decision import Decision
 from .request import BudgetRequest, Caller
@@ -45,6 +46,8 @@ class DecisionRecord:
     ignored_metadata_settings: tuple[str, ...] = ()
     #: count method (``exact``, ``o200k_base x1.20``)
     method: str | None = None
+    #: how the count was made: exact, offline tokenizer, estimate (its factor), provider; learned correction
+    count: Mapping[str, Any] | None = None
     #: every term of the budget (window, output reserve and its source, margin, cap, budget)
     budget: Mapping[str, Any] | None = None
     target: int | None = None
@@ -70,6 +73,10 @@ class DecisionRecord:
     attempts: tuple[Mapping[str, Any], ...] = ()
     #: the operator asked for content in logs (``log_dropped_content``): provider error texts are kept too
     log_content: bool = False
+    #: our uncorrected estimate of what was forwarded, and whether its usage can teach a correction (no
+    #: server-side content in it): what the success callback compares the provider's count with
+    estimate_forwarded: int | None = None
+    learnable: bool = False
     #: the plugin's own failure: what it was and what the fail mode did
     error: str | None = None
     fail_mode: str | None = None
@@ -89,7 +96,12 @@ class DecisionRecord:
             warnings=tuple(_cut(w) for w in (*resolved.warnings, *decision.warnings)),
             team_id=caller.team_id, team_alias=caller.team_alias, key_alias=caller.key_alias,
             log_content=resolved.policy.log_dropped_content,
+            count=dict(decision.count) if decision.count is not None else None,
         )
+        forwarded = decision.tokens_after if decision.mode == "enforce" else decision.tokens_before
+        if forwarded is not None and decision.action not in ("blocked", "skipped"):
+            values["estimate_forwarded"] = round(forwarded / decision.calibration.factor)
+            values["learnable"] = request is not None and learnable(request.body)
         if resolved.client_max_input_tokens is not None:
             values.update(client_max_input_tokens=resolved.client_max_input_tokens,
                           client_cap_applied=resolved.client_cap_applied)
@@ -163,6 +175,10 @@ class DecisionRecord:
                 record[name] = list(getattr(self, name))
         if self.method is not None:
             record["method"] = self.method
+        if self.count is not None:
+            record["count"] = dict(self.count)
+        if self.estimate_forwarded is not None:
+            record.update(estimate_forwarded=self.estimate_forwarded, learnable=self.learnable)
         if self.budget is not None:
             record["budget"] = dict(self.budget)
         if self.counts is not None:
@@ -205,6 +221,8 @@ class DecisionRecord:
             headers["x-budget-edited-messages"] = str(self.edited_messages)
         if self.method:
             headers["x-budget-count-method"] = self.method
+        elif self.count is not None:
+            headers["x-budget-count-method"] = str(self.count.get("method") or "")
         return {k: v for k, v in headers.items() if v}
 
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..budget import ModelLimits
+from ..learning import Calibration
 from ..shapes import Shape
 
 
@@ -58,3 +59,5 @@ class BudgetRequest:
     limits: ModelLimits
     caller: Caller = field(default_factory=Caller)
     client: ClientInput = field(default_factory=ClientInput)
+    #: what the adapter learned beyond the offline estimate (a learned correction, the provider's count)
+    calibration: Calibration = field(default_factory=Calibration)

@@ -32,6 +32,7 @@ Mode = Literal["enforce", "shadow", "off"]
 FailMode = Literal["open", "closed"]
 UnknownWindow = Literal["default", "block"]
 UnreadableContent = Literal["estimate", "block"]
+ProviderCount = Literal["off", "near_budget"]
 
 BUDGET_FIELDS = tuple(f.name for f in knob_fields(BudgetPolicy))
 TRIM_FIELDS = tuple(f.name for f in knob_fields(TrimPolicy))
@@ -54,6 +55,12 @@ class Policy:
     log_dropped_content: bool = knob(False, doc="include the text of dropped/edited messages in the log record")
     truncate_embedding_inputs: bool = knob(False, doc="/embeddings: cut over-limit inputs to the limit "
                                            "(reported) instead of answering 400")
+    provider_count: ProviderCount = knob("off", doc="near_budget: when the estimate lies within its measured error "
+                                         "of the budget, ask the deployment's own token counter (Anthropic "
+                                         "count_tokens, Gemini countTokens, OpenAI responses/input_tokens) "
+                                         "with its credentials; off: estimate only")
+    provider_count_timeout_ms: int = knob(500, gt=0, le=10_000, doc="how long to wait for the provider's "
+                                          "token counter before deciding on the estimate")
     budget: BudgetPolicy = field(default_factory=BudgetPolicy)
     trim: TrimPolicy = field(default_factory=TrimPolicy)
 
@@ -120,7 +127,7 @@ class ResolvedPolicy:
 
 
 _HINTS = {"mode": Mode, "fail_mode": FailMode, "unknown_window": UnknownWindow,
-          "unreadable_content": UnreadableContent}
+          "unreadable_content": UnreadableContent, "provider_count": ProviderCount}
 
 #: How each setting may move under ``metadata_policy: tighten``: lower numbers, higher numbers, or along
 #: its Literal's order (loosest to strictest). Other settings cannot be changed by metadata in that mode.

@@ -25,6 +25,7 @@ from pydantic import Field as PydanticField
 from ..budget import BudgetPolicy
 from ..errors import PolicyError
 from ..knobs import knob_bounds, knob_fields
+from ..learning import LearningSettings
 from ..trimming import TrimPolicy
 from .layers import Policy, PolicyLayers
 
@@ -80,6 +81,29 @@ PolicyFields: type[BaseModel] = create_model(  # type: ignore[call-overload]
 )
 
 
+class LearningModel(BaseModel):
+    """``learning:``: the correction learned from what providers bill, and windows from their errors."""
+
+    model_config = ConfigDict(extra="forbid")
+    enabled: StrictBool = True
+    window: Count = PydanticField(default=200, ge=1, le=100_000)
+    quantile: Ratio = PydanticField(default=0.95, gt=0, le=1)
+    min_samples: Count = PydanticField(default=20, ge=1, le=100_000)
+    min_factor: Ratio = PydanticField(default=1.0, gt=0, le=10)
+    max_factor: Ratio = PydanticField(default=1.5, gt=0, le=10)
+    min_billed_tokens: Count = PydanticField(default=100, ge=0)
+    window_ttl_seconds: Ratio = PydanticField(default=86_400.0, gt=0)
+    share: Annotated[Literal["auto", "off"], BeforeValidator(_yaml_word)] = "auto"
+    sync_seconds: Ratio = PydanticField(default=1.0, ge=0, le=3600)
+    redis_timeout_seconds: Ratio = PydanticField(default=0.2, gt=0, le=10)
+
+    def build(self) -> LearningSettings:
+        if self.min_factor > self.max_factor:
+            raise ValueError(f"learning.min_factor ({self.min_factor}) is above learning.max_factor "
+                             f"({self.max_factor})")
+        return LearningSettings(**self.model_dump())
+
+
 class PluginSettingsModel(PolicyFields):
     log_to_stderr: StrictBool = True
     metadata_policy: Literal["tighten", "trust", "ignore"] = "tighten"
@@ -89,6 +113,7 @@ class PluginSettingsModel(PolicyFields):
     match_team_alias: StrictBool = False
     match_key_alias: StrictBool = False
     unknown_routes: Literal["block", "pass"] = "block"
+    learning: LearningModel = PydanticField(default_factory=LearningModel)
     models: dict[str, PolicyFields] = PydanticField(default_factory=dict)
     teams: dict[str, PolicyFields] = PydanticField(default_factory=dict)
     keys: dict[str, PolicyFields] = PydanticField(default_factory=dict)
@@ -97,7 +122,7 @@ class PluginSettingsModel(PolicyFields):
 POLICY_FIELD_NAMES = tuple(PolicyFields.model_fields)
 PROCESS_SETTINGS = ("log_to_stderr", "metadata_policy", "count_cache_entries", "counting_threads", "offload_chars",
                     "match_team_alias", "match_key_alias", "unknown_routes")
-_ALL_NAMES = POLICY_FIELD_NAMES + PROCESS_SETTINGS + ("models", "teams", "keys")
+_ALL_NAMES = POLICY_FIELD_NAMES + PROCESS_SETTINGS + ("learning", "models", "teams", "keys")
 
 
 @dataclass(frozen=True)
@@ -122,6 +147,8 @@ class PluginSettings:
     #: routes that reach a model in a format budget_hook cannot read yet (Gemini interactions, realtime):
     #: ``block`` answers 400 naming the route, ``pass`` forwards them unchecked
     unknown_routes: str = "block"
+    #: what is learned from providers' answers (corrections, windows), and whether it is shared via Redis
+    learning: LearningSettings = field(default_factory=LearningSettings)
 
     @property
     def base_fail_mode(self) -> str:
@@ -168,7 +195,11 @@ def load_settings(raw: Mapping[str, Any] | None, *, root: str = SETTINGS_PATH) -
         layers.validate()
     except PolicyError as exc:
         raise PolicyError(f"invalid budget_hook settings: {root}.{exc}") from None
-    return PluginSettings(layers=layers, **{name: getattr(model, name) for name in PROCESS_SETTINGS})
+    try:
+        learning = model.learning.build()
+    except ValueError as exc:
+        raise PolicyError(f"invalid budget_hook settings: {root}.{exc}") from None
+    return PluginSettings(layers=layers, learning=learning, **{name: getattr(model, name) for name in PROCESS_SETTINGS})
 
 
 def load_metadata_layer(raw: Any, *, where: str) -> dict[str, Any]:

@@ -40,13 +40,17 @@ from litellm.integrations.custom_logger import CustomLogger
 from ..budget import ModelLimits
 from ..counting.cache import COUNT_CACHE
 from ..errors import PolicyError
-from ..pipeline import BudgetRequest, Caller, Decision, DecisionRecord, InternalFailure, decide
+from ..learning import Calibration
+from ..pipeline import BudgetRequest, Caller, Decision, DecisionRecord, InternalFailure, decide, estimate
 from ..policy import PluginSettings, load_settings
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, UNREAD_MODEL_CALL_TYPES
 from .client_input import SETTINGS_NAME, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, unread_route_error
+from .feedback import learn_from_error, learn_from_usage, provider_prompt_tokens
 from .offload import Offloader
+from .provider_count import ProviderCounter, count_target
 from .records import RecordStore
+from .shared import SharedLearning
 from .windows import WindowCache, combine, deployment_limits, limits_from_router, listed_groups
 
 logger = logging.getLogger("budget_hook")
@@ -97,6 +101,30 @@ def _router() -> Any:
 
 def _router_limits(group: str) -> ModelLimits:
     return limits_from_router(_router(), group)
+
+
+def _litellm_redis() -> Any:
+    """An async Redis client built from LiteLLM's own Redis settings (``router_settings.redis_*``, or the
+    ``litellm_settings.cache`` Redis), or None when LiteLLM has none."""
+    candidates = []
+    router = _router()
+    router_cache = getattr(router, "cache", None)
+    candidates.append(getattr(router_cache, "redis_cache", None))
+    cache = getattr(litellm, "cache", None)
+    candidates.append(getattr(cache, "cache", None))
+    for candidate in candidates:
+        init = getattr(candidate, "init_async_client", None)
+        if callable(init):
+            return init()
+    return None
+
+
+def _router_deployments(group: str) -> list[Any]:
+    router = _router()
+    try:
+        return list(router.get_model_list(model_name=group) or []) if router is not None else []
+    except Exception:
+        return []
 
 
 def _router_deployment_limits(key: str) -> ModelLimits | None:
@@ -161,6 +189,8 @@ class BudgetHookPlugin(CustomLogger):
         self._decided: OrderedDict[str, _Decided] = OrderedDict()
         self.deployment_windows: WindowCache[ModelLimits | None] = WindowCache(_router_deployment_limits)
         self.offloader = Offloader(threads=settings.counting_threads, offload_chars=settings.offload_chars)
+        self.learning = SharedLearning(settings.learning, redis=_litellm_redis)
+        self.provider_counter = ProviderCounter()
         COUNT_CACHE.configure(settings.count_cache_entries)
         if settings.log_to_stderr:
             _install_stderr_handler()
@@ -194,10 +224,14 @@ class BudgetHookPlugin(CustomLogger):
         request: BudgetRequest | None = None
         decision: Decision | None = None
         try:
-            request = BudgetRequest(shape=shape, body=data, model_group=group, limits=self.model_limits(group),
-                                    caller=caller_of(user_api_key_dict), client=read_client_input(data, key))
+            limits, calibration = await self._learned(self.model_limits(group))
+            request = BudgetRequest(shape=shape, body=data, model_group=group, limits=limits,
+                                    caller=caller_of(user_api_key_dict), client=read_client_input(data, key),
+                                    calibration=calibration)
             budget_request = request
             decision = await self.offloader.run(lambda: decide(budget_request, self.settings), data)
+            if decision.wants_provider_count:
+                decision = await self._with_provider_count(request, decision)
             if decision.action == "skipped":
                 return None
             record = DecisionRecord.build(decision, request)
@@ -220,6 +254,37 @@ class BudgetHookPlugin(CustomLogger):
         if decision.action == "blocked":
             raise BudgetHookHTTPError(block_error(decision, shape))
         return forwarded
+
+    async def _learned(self, limits: ModelLimits) -> tuple[ModelLimits, Calibration]:
+        """The limits with the smallest window providers' errors named for these deployments, and the
+        correction learned from their bills."""
+        correction, window = await self.learning.lookup(limits.deployment_ids)
+        if window is not None and (limits.window is None or window.window < limits.window):
+            limits = replace(limits, window=window.window, source=f"{limits.source}; {window.describe()}")
+        return limits, Calibration(correction=correction)
+
+    async def _with_provider_count(self, request: BudgetRequest, decision: Decision) -> Decision:
+        """The estimate lies within its measured error of the budget: ask the deployment's own counter and
+        decide again on its count (a timeout or an error leaves the estimate's decision, noted)."""
+        targets = [count_target(d, request.shape.name) for d in _router_deployments(request.model_group)]
+        first = targets[0] if targets else None
+        # one provider's count says nothing about another's: only a group of one provider is asked
+        target = first if first is not None and all(t is not None and t.provider == first.provider
+                                                     for t in targets) else None
+        calibration = request.calibration
+        if target is None:
+            note = f"no token counting endpoint for {request.shape.name} requests to this group's deployments"
+            return replace(decision, count={**(decision.count or {}), "provider": {"note": note}})
+        timeout = decision.resolved.policy.provider_count_timeout_ms / 1000
+        tokens, note = await self.provider_counter.count(target, request.body, timeout)
+        if tokens is None:
+            calibration = replace(calibration, provider_note=note)
+        else:
+            ours = await self.offloader.run(lambda: estimate(request), request.body)
+            calibration = replace(calibration, provider_tokens=tokens, provider_estimate=max(1, ours),
+                                  provider_note=note)
+        again = replace(request, calibration=calibration)
+        return await self.offloader.run(lambda: decide(again, self.settings), request.body)
 
     def _already_decided(self, data: Mapping[str, Any], key: str) -> bool:
         """True when this very body already went through this plugin: its metadata holds the record object
@@ -286,7 +351,11 @@ class BudgetHookPlugin(CustomLogger):
             if isinstance(deployment_id, str) and isinstance(group, str):
                 limits = self.deployment_windows.get(f"{group}\x00{deployment_id}")
                 # a deployment the router no longer lists: the smallest window of its group
-                return group, limits if limits is not None else self.model_limits(group)
+                limits = limits if limits is not None else self.model_limits(group)
+                learned = self.learning.windows.window([deployment_id]) if self.settings.learning.enabled else None
+                if learned is not None and (limits.window is None or learned.window < limits.window):
+                    limits = replace(limits, window=learned.window, source=f"{limits.source}; {learned.describe()}")
+                return group, limits
         return None
 
     def _record_attempt(self, call_id: Any, group: str, decision: Decision) -> None:
@@ -328,10 +397,10 @@ class BudgetHookPlugin(CustomLogger):
         return record.headers() if record else None
 
     async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
-        self._log_outcome("success", kwargs, response_obj)
+        await self._log_outcome("success", kwargs, response_obj)
 
     async def async_log_failure_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
-        self._log_outcome("failure", kwargs, response_obj)
+        await self._log_outcome("failure", kwargs, response_obj)
 
     def _purge_later(self, call_id: Any) -> None:
         """Failed records, and what a failed request left for its attempts, leave after ``failed_seconds``
@@ -343,7 +412,7 @@ class BudgetHookPlugin(CustomLogger):
         with contextlib.suppress(RuntimeError):  # no running loop: the next failure purges
             asyncio.get_running_loop().call_later(self.records.failed_seconds + 1.0, purge)
 
-    def _log_outcome(self, outcome: str, kwargs: dict, response_obj: Any) -> None:
+    async def _log_outcome(self, outcome: str, kwargs: dict, response_obj: Any) -> None:
         try:
             call_id = kwargs.get("litellm_call_id")
             record = self.records.settle(call_id, outcome)
@@ -361,10 +430,17 @@ class BudgetHookPlugin(CustomLogger):
                 "decision": {k: v for k, v in decision.items() if k not in ("team_id", "team_alias", "key_alias")},
             }
             if outcome == "success":
-                entry["provider_prompt_tokens"] = _provider_prompt_tokens(response_obj, kwargs)
+                billed = provider_prompt_tokens(response_obj, kwargs)
+                entry["provider_prompt_tokens"] = billed
                 entry["estimated_prompt_tokens"] = record.tokens_after
+                learned = await learn_from_usage(self.learning, kwargs, record, billed)
+                if learned is not None:
+                    entry["learned"] = learned
             else:
                 entry["error"] = describe_error(kwargs.get("exception"), with_text=record.log_content)
+                learned = await learn_from_error(self.learning, kwargs, record, ours=BudgetHookHTTPError)
+                if learned is not None:
+                    entry["learned"] = learned
                 self._purge_later(call_id)
             logger.info(bounded_line(entry))
         except Exception:  # a logging problem must never affect the response
@@ -415,16 +491,6 @@ def _attach(data: dict, key: str, record: DecisionRecord) -> dict[str, Any]:
     attached = metadata[SETTINGS_NAME] = record.as_dict()
     data[key] = metadata
     return attached
-
-
-def _provider_prompt_tokens(response_obj: Any, kwargs: Mapping[str, Any]) -> int | None:
-    usage = getattr(response_obj, "usage", None)
-    value = getattr(usage, "prompt_tokens", None) if usage is not None else None
-    if isinstance(value, int):
-        return value
-    standard = kwargs.get("standard_logging_object") or {}
-    value = standard.get("prompt_tokens") if isinstance(standard, Mapping) else None
-    return value if isinstance(value, int) else None
 
 
 #: The instance the proxy loads: ``litellm_settings: callbacks: budget_hook.proxy.plugin``.

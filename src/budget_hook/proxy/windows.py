@@ -9,6 +9,7 @@ model map for the name itself; else unknown (the policy decides). ``WindowCache`
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from typing import Any, Generic, TypeVar
@@ -50,9 +51,51 @@ def _deployments(router: Any, group: str) -> list[Any]:
         return []
 
 
+#: Claude models whose long window needs Anthropic's ``context-1m`` beta header: without it the API serves
+#: 200,000 tokens, although LiteLLM's model map lists 1,000,000 (a 300k request would pass and be refused)
+_HEADER_DEPENDENT_1M = re.compile(r"claude-(sonnet-4|4-sonnet|sonnet-4[-.]5|sonnet-4[-.]6|opus-4[-.]6)$")
+#: snapshot and version suffixes (``-20250514``, ``-v1:0``, ``@default``) that do not change the model
+_SNAPSHOT_SUFFIX = re.compile(r"([-@]\d{8}|-v\d+(:\d+)?|@default|-latest)+$")
+#: the window those models serve without the header
+STANDARD_CLAUDE_WINDOW = 200_000
+#: providers that serve such models only with the header the *caller* sends (others, e.g. OpenRouter,
+#: decide on their own)
+_HEADER_PROVIDERS = ("anthropic/", "bedrock/", "bedrock_converse/", "vertex_ai/", "azure_ai/", "claude-",
+                     "anthropic.", "us.anthropic.", "eu.anthropic.", "global.anthropic.", "apac.anthropic.")
+
+
+def sends_1m_beta(params: Any) -> bool:
+    """The deployment sends ``anthropic-beta: context-1m-...`` itself (``extra_headers`` or ``headers``)."""
+    for key in ("extra_headers", "headers"):
+        headers = params.get(key) if isinstance(params, dict) else None
+        if isinstance(headers, dict):
+            for name, value in headers.items():
+                if str(name).lower() == "anthropic-beta" and "context-1m" in str(value):
+                    return True
+    return False
+
+
+def header_dependent_window(backend: str, base_model: str | None, window: int, params: Any,
+                            model_info: Any) -> tuple[int, str | None]:
+    """The window the deployment really serves: 200,000 for the Claude models whose 1M window needs the
+    beta header, unless the deployment sends it or the operator set ``model_info.max_input_tokens``."""
+    name = (base_model or backend).lower()
+    if window <= STANDARD_CLAUDE_WINDOW or not _HEADER_DEPENDENT_1M.search(_SNAPSHOT_SUFFIX.sub("", name)):
+        return window, None
+    if not name.startswith(_HEADER_PROVIDERS) and "/" in name:
+        return window, None
+    explicit = isinstance(model_info, dict) and isinstance(model_info.get("max_input_tokens"), int)
+    if explicit or sends_1m_beta(params):
+        return window, None
+    return STANDARD_CLAUDE_WINDOW, (f"{backend}: {STANDARD_CLAUDE_WINDOW} without the context-1m beta header "
+                                    f"(the model map says {window})")
+
+
 def limits_of(router: Any, group: str, deployments: list[Any]) -> ModelLimits:
     """Minimum window over ``deployments`` of ``group``; with none, the model map for the name; else unknown."""
     windows: list[tuple[int, str]] = []
+    notes: list[str] = []
+    ids: list[str] = []
     backends: list[tuple[str, str | None]] = []
     filled: list[int] = []
     for deployment in deployments:
@@ -76,12 +119,19 @@ def limits_of(router: Any, group: str, deployments: list[Any]) -> ModelLimits:
         if not window:
             window = lookup_max_input_tokens(base_model or backend)
         if isinstance(window, int) and window > 0:
+            window, note = header_dependent_window(backend, base_model, window, params, model_info)
+            if note:
+                notes.append(note)
             windows.append((window, backend))
+        if isinstance(model_info.get("id"), str):
+            ids.append(model_info["id"])
     if not deployments:
         window = lookup_max_input_tokens(group)
         output = _filled_output(group) if _is_claude(group, None) else None
         if window:
-            return ModelLimits(window, f"model map: {group}", group, filled_output_tokens=output)
+            window, note = header_dependent_window(group, None, window, {}, {})
+            source = f"model map: {group}" + (f"; {note}" if note else "")
+            return ModelLimits(window, source, group, filled_output_tokens=output)
         return ModelLimits(None, "unknown", group, filled_output_tokens=output)
     counting_model, base_model = _most_conservative(backends)
     routed = tuple(sorted({str(d.get("model_name")) for d in deployments if d.get("model_name")} - {group}))
@@ -89,10 +139,11 @@ def limits_of(router: Any, group: str, deployments: list[Any]) -> ModelLimits:
     if len(windows) < len(deployments):
         # One deployment with an unknown window could be the smallest: treat the group as unknown.
         return ModelLimits(None, f"unknown for {len(deployments) - len(windows)} of {len(deployments)} deployments",
-                           counting_model, base_model, len(deployments), routed, output_filled)
+                           counting_model, base_model, len(deployments), routed, output_filled, tuple(ids))
     window, _ = min(windows)
-    return ModelLimits(window, f"router: min over {len(deployments)} deployment(s)", counting_model, base_model,
-                       len(deployments), routed, output_filled)
+    source = f"router: min over {len(deployments)} deployment(s)" + "".join(f"; {note}" for note in notes[:2])
+    return ModelLimits(window, source, counting_model, base_model, len(deployments), routed, output_filled,
+                       tuple(ids))
 
 
 def _is_claude(backend: str, base_model: str | None) -> bool:
@@ -127,12 +178,13 @@ def combine(group: str, parts: list[ModelLimits]) -> ModelLimits:
     routed = tuple(sorted({*names, *(g for p in parts for g in p.routed_groups)}))
     deployments = sum(p.deployments for p in parts)
     unknown = [name for name, p in zip(names, parts, strict=True) if p.window is None]
+    ids = tuple(dict.fromkeys(i for p in parts for i in p.deployment_ids))
     if unknown:
         return ModelLimits(None, f"unknown for the listed group(s) {', '.join(unknown)}", counting_model, base_model,
-                           deployments, routed, max(filled, default=None))
+                           deployments, routed, max(filled, default=None), ids)
     window = min(p.window for p in parts if p.window is not None)
     return ModelLimits(window, f"min over the listed groups {', '.join(names)}", counting_model, base_model,
-                       deployments, routed, max(filled, default=None))
+                       deployments, routed, max(filled, default=None), ids)
 
 
 class WindowCache(Generic[T]):

@@ -1,0 +1,16 @@
+"""What the gateway learns from providers' answers (pure; the proxy adapter feeds it and shares it).
+
+* ``corrections``: ``CorrectionBook`` (billed / estimated per deployment, a high quantile applied to later
+  estimates) and ``LearnedWindows`` (the smallest window an overflow error named);
+* ``overflow``: reads the window and the provider's prompt count out of an overflow error;
+* ``calibration``: the ``Calibration`` a decision counts with (learned correction, provider count), and
+  when a provider count could change the decision (``needs_provider_count``).
+"""
+
+from .calibration import Calibration, CountBand, ProviderCountSettings, count_band, learnable, needs_provider_count
+from .corrections import Correction, CorrectionBook, LearnedWindow, LearnedWindows, LearningSettings
+from .overflow import Overflow, parse_overflow
+
+__all__ = ["Calibration", "Correction", "CorrectionBook", "CountBand", "LearnedWindow", "LearnedWindows",
+           "LearningSettings", "Overflow", "ProviderCountSettings", "count_band", "learnable", "needs_provider_count",
+           "parse_overflow"]

@@ -1,0 +1,121 @@
+"""How a decision's count is calibrated, and when the provider's own count is worth asking (pure).
+
+Contract:
+
+* ``Calibration`` is what the adapter knows beyond the offline estimate: a learned ``correction`` (applied
+  to every count of the request) and, when it asked, the provider's own count of the request as the
+  client sent it (``provider_tokens``, against our uncorrected estimate ``provider_estimate`` of the same
+  body). ``factor`` is what the counter multiplies by: the provider's ratio when there is one (exact for
+  this request), else the learned correction, else 1.
+* ``needs_provider_count(tokens, budget, band)`` says whether the estimate lies close enough to the
+  budget that its measured error could flip the decision: ``budget * (1 - under) < tokens <= budget *
+  (1 + over)``, where ``under`` / ``over`` are how far the estimate is measured to fall below / above
+  what the provider bills (``count_band``).
+* ``learnable(body)`` is False for requests whose billed input includes content the provider's server
+  produced or holds (server tools, ``previous_response_id``, MCP servers, server-side context management,
+  cached content): their usage says nothing about our count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .corrections import Correction
+
+
+@dataclass(frozen=True)
+class CountBand:
+    """The measured error of an estimate: it falls at most ``under`` below and ``over`` above the bill."""
+
+    under: float
+    over: float
+
+
+#: per counting family, from ``bench/accuracy.py`` on the held-out half of the calibration set: the
+#: largest shortfall seen, and the 95th percentile of the over-count (README, "Counting")
+MEASURED_BANDS: dict[str, CountBand] = {
+    "anthropic": CountBand(under=0.03, over=0.35),
+    "gemini": CountBand(under=0.03, over=0.45),
+    "openai": CountBand(under=0.02, over=0.10),
+}
+DEFAULT_BAND = CountBand(under=0.05, over=0.45)
+
+
+def count_band(family: str) -> CountBand:
+    return MEASURED_BANDS.get(family, DEFAULT_BAND)
+
+
+@dataclass(frozen=True)
+class ProviderCountSettings:
+    """``provider_count`` (per group): ask the provider's own token counter when it matters."""
+
+    #: ``off``, or ``near_budget``: only when the estimate lies within its measured error of the budget
+    mode: str = "off"
+    timeout_seconds: float = 0.5
+    #: counts kept per process, by content hash
+    cache_entries: int = 2048
+
+
+def needs_provider_count(tokens: int, budget: int, band: CountBand) -> bool:
+    return budget * (1 - band.under) < tokens <= budget * (1 + band.over)
+
+
+@dataclass(frozen=True)
+class Calibration:
+    correction: Correction | None = None
+    #: the provider's count of the body as the client sent it, and our uncorrected estimate of that body
+    provider_tokens: int | None = None
+    provider_estimate: int | None = None
+    #: what happened when the provider was asked (``answered``, ``timeout``, ``error: ...``, ``cached``)
+    provider_note: str | None = None
+
+    @property
+    def factor(self) -> float:
+        if self.provider_tokens is not None and self.provider_estimate:
+            return self.provider_tokens / self.provider_estimate
+        return self.correction.factor if self.correction is not None else 1.0
+
+    def label(self) -> str | None:
+        """How the counts were adjusted, for the record's method (None: not adjusted)."""
+        if self.provider_tokens is not None and self.provider_estimate:
+            return f"provider count {self.provider_tokens} (estimate {self.provider_estimate}, x{self.factor:.3f})"
+        if self.correction is not None and self.correction.factor != 1.0:
+            return f"learned {self.correction.describe()}"
+        return None
+
+    def as_dict(self) -> dict[str, Any]:
+        facts: dict[str, Any] = {"factor": round(self.factor, 4)}
+        if self.correction is not None:
+            facts["learned"] = self.correction.as_dict()
+        if self.provider_note is not None:
+            facts["provider"] = {"note": self.provider_note, "tokens": self.provider_tokens,
+                                 "estimate": self.provider_estimate}
+        return facts
+
+
+#: tool types whose work happens on the provider's servers, and whose output is billed as input
+_SERVER_TOOL_PREFIXES = ("web_search", "web_fetch", "code_execution", "code_interpreter", "tool_search", "mcp",
+                         "file_search", "image_generation", "url_context")
+_SERVER_FIELDS = ("previous_response_id", "conversation", "mcp_servers", "context_management", "container",
+                  "cachedContent", "cached_content")
+
+
+def learnable(body: Mapping[str, Any]) -> bool:
+    if not isinstance(body, Mapping):
+        return False
+    if any(body.get(name) for name in _SERVER_FIELDS):
+        return False
+    tools = body.get("tools")
+    if isinstance(tools, list):
+        for tool in tools:
+            if not isinstance(tool, Mapping):
+                continue
+            kind = tool.get("type")
+            if isinstance(kind, str) and kind.startswith(_SERVER_TOOL_PREFIXES):
+                return False
+            if any(k in tool for k in ("googleSearch", "google_search", "codeExecution", "code_execution", "urlContext",
+                                       "google_search_retrieval", "retrieval")):
+                return False
+    return True

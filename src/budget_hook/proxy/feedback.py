@@ -1,0 +1,113 @@
+"""What provider answers teach the gateway: the usage of a success, the overflow error of a failure.
+
+Contract: ``provider_prompt_tokens(response, kwargs)`` is the input the provider billed (or None);
+``learn_from_usage`` / ``learn_from_error`` feed ``SharedLearning`` with what one response taught, for the
+deployment that answered (``deployment_id``), and return what was learned for the log record, or None.
+Nothing is learned from requests with server-side content (``DecisionRecord.learnable``), from attempts
+the router sent elsewhere, from usage LiteLLM may have computed itself (an OpenAI-format stream without
+``include_usage``), or from the gateway's own refusals (``ours``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..learning import parse_overflow
+from ..pipeline import DecisionRecord
+from .shared import SharedLearning
+
+
+def deployment_id(kwargs: Mapping[str, Any]) -> str | None:
+    """The router's id of the deployment that answered (or failed)."""
+    params = kwargs.get("litellm_params")
+    places = []
+    if isinstance(params, Mapping):
+        places += [params.get("model_info"), (params.get("metadata") or {}).get("model_info")
+                   if isinstance(params.get("metadata"), Mapping) else None]
+    places.append(kwargs.get("model_info"))
+    for key in ("metadata", "litellm_metadata"):
+        metadata = kwargs.get(key)
+        if isinstance(metadata, Mapping):
+            places.append(metadata.get("model_info"))
+    for info in places:
+        if isinstance(info, Mapping) and isinstance(info.get("id"), str) and info["id"]:
+            return str(info["id"])
+    standard = kwargs.get("standard_logging_object")
+    if isinstance(standard, Mapping) and isinstance(standard.get("model_id"), str) and standard["model_id"]:
+        return str(standard["model_id"])
+    return None
+
+
+def usage_from_provider(kwargs: Mapping[str, Any]) -> bool:
+    """False when LiteLLM may have computed the usage itself: an OpenAI-format stream that did not ask the
+    provider for usage (``stream_options.include_usage``)."""
+    if not kwargs.get("stream"):
+        return True
+    if str(kwargs.get("call_type") or "") not in ("acompletion", "completion", "atext_completion", "text_completion"):
+        return True  # Anthropic, Gemini and Responses streams carry the provider's usage
+    options = kwargs.get("stream_options")
+    if not isinstance(options, Mapping):
+        params = kwargs.get("optional_params")
+        options = params.get("stream_options") if isinstance(params, Mapping) else None
+    return isinstance(options, Mapping) and bool(options.get("include_usage"))
+
+
+def provider_prompt_tokens(response_obj: Any, kwargs: Mapping[str, Any]) -> int | None:
+    """The input tokens the provider billed: chat ``prompt_tokens``; Anthropic's ``input_tokens`` plus its
+    cache reads and writes; Responses' ``input_tokens``; else LiteLLM's standard logging object."""
+    usage = response_obj.get("usage") if isinstance(response_obj, Mapping) else getattr(response_obj, "usage", None)
+
+    def field(name: str) -> Any:
+        return usage.get(name) if isinstance(usage, Mapping) else getattr(usage, name, None)
+
+    if usage is not None:
+        value = field("prompt_tokens")
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        value = field("input_tokens")
+        if isinstance(value, int) and not isinstance(value, bool):
+            extra = [field("cache_creation_input_tokens"), field("cache_read_input_tokens")]
+            return value + sum(v for v in extra if isinstance(v, int) and not isinstance(v, bool))
+    standard = kwargs.get("standard_logging_object") or {}
+    value = standard.get("prompt_tokens") if isinstance(standard, Mapping) else None
+    return value if isinstance(value, int) else None
+
+
+async def learn_from_usage(learning: SharedLearning, kwargs: Mapping[str, Any], record: DecisionRecord,
+                           billed: int | None) -> dict[str, Any] | None:
+    """The provider's bill next to our estimate of what was forwarded: one ratio for its deployment."""
+    deployment = deployment_id(kwargs)
+    if (billed is None or deployment is None or not record.learnable or record.estimate_forwarded is None
+            or record.attempts or not usage_from_provider(kwargs)):
+        return None
+    ratio = await learning.learn_ratio(deployment, record.estimate_forwarded, billed)
+    return None if ratio is None else {"deployment": deployment, "ratio": ratio,
+                                       "estimate": record.estimate_forwarded, "billed": billed}
+
+
+async def learn_from_error(learning: SharedLearning, kwargs: Mapping[str, Any], record: DecisionRecord, *,
+                           ours: type | tuple[type, ...] = ()) -> dict[str, Any] | None:
+    """A provider's overflow error names its window (and often its count of the prompt)."""
+    exception = kwargs.get("exception")
+    deployment = deployment_id(kwargs)
+    if exception is None or deployment is None or isinstance(exception, ours):
+        return None
+    if getattr(exception, "llm_provider", None) == "budget_hook":
+        return None  # our own refusal of an attempt, not the provider's
+    status = getattr(exception, "status_code", None)
+    if isinstance(status, int) and status not in (400, 413, 422):
+        return None  # an overflow is a client error; a 5xx, 401 or 429 says nothing about the window
+    overflow = parse_overflow(str(getattr(exception, "message", None) or exception))
+    if overflow is None:
+        return None
+    learned: dict[str, Any] = {"deployment": deployment, "provider": overflow.provider}
+    if overflow.window is not None:
+        await learning.learn_window(deployment, overflow.window, f"{overflow.provider} overflow error")
+        learned["window"] = overflow.window
+    teaches = record.learnable and not record.attempts
+    if overflow.prompt_tokens is not None and record.estimate_forwarded is not None and teaches:
+        ratio = await learning.learn_ratio(deployment, record.estimate_forwarded, overflow.prompt_tokens)
+        if ratio is not None:
+            learned.update(ratio=ratio, estimate=record.estimate_forwarded, billed=overflow.prompt_tokens)
+    return learned

@@ -1,0 +1,142 @@
+"""Ask a deployment's own token counter, with its credentials (``provider_count: near_budget``).
+
+Contract: ``count_target(deployment, shape_name)`` returns the ``CountTarget`` (URL, headers, how to build
+the body) for a deployment whose provider has a counting endpoint for requests of that shape, else None:
+
+* Anthropic (``anthropic/...``; Messages format): ``POST {api_base}/v1/messages/count_tokens``;
+* Gemini API (``gemini/...``; generateContent format): ``POST {api_base}/v1beta/models/{model}:countTokens``;
+* OpenAI (``openai/...``, Responses format): ``POST {api_base}/responses/input_tokens``.
+
+``ProviderCounter.count(target, body, timeout)`` returns ``(tokens, note)``: the provider's count of the
+body as the client sent it (None on a timeout, an error, an answer without a count), and what happened
+(``answered``, ``cached``, ``timeout``, ``error: status 500``). Counts are cached by the hash of the URL
+and the body sent (a resent request is not counted twice). It never raises, never logs the body, and
+sends nothing but the counting request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+_ANTHROPIC_FIELDS = ("messages", "system", "tools", "tool_choice", "thinking", "mcp_servers", "output_format",
+                     "output_config", "context_management")
+_RESPONSES_FIELDS = ("input", "instructions", "tools", "tool_choice", "reasoning", "text", "previous_response_id",
+                     "conversation", "parallel_tool_calls", "truncation")
+_GEMINI_FIELDS = ("contents", "systemInstruction", "system_instruction", "tools", "toolConfig", "tool_config",
+                  "generationConfig", "cachedContent")
+_DEFAULT_BASES = {"anthropic": "https://api.anthropic.com", "gemini": "https://generativelanguage.googleapis.com",
+                  "openai": "https://api.openai.com/v1"}
+_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY", "openai": "OPENAI_API_KEY"}
+_SHAPE_OF = {"anthropic": "anthropic", "gemini": "gemini", "openai": "responses"}
+
+
+@dataclass(frozen=True)
+class CountTarget:
+    provider: str
+    url: str
+    headers: Mapping[str, str]
+    model: str
+
+    def body(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        if self.provider == "anthropic":
+            body = {k: request[k] for k in _ANTHROPIC_FIELDS if request.get(k) is not None}
+            return {"model": self.model, **body}
+        if self.provider == "openai":
+            body = {k: request[k] for k in _RESPONSES_FIELDS if request.get(k) is not None}
+            return {"model": self.model, **body}
+        inner = {k: request[k] for k in _GEMINI_FIELDS if request.get(k) is not None}
+        return {"generateContentRequest": {"model": f"models/{self.model}", **inner}}
+
+
+def _secret(value: Any) -> str | None:
+    if isinstance(value, str) and value.startswith("os.environ/"):
+        return os.environ.get(value.removeprefix("os.environ/"))
+    return value if isinstance(value, str) and value else None
+
+
+def count_target(deployment: Mapping[str, Any], shape_name: str) -> CountTarget | None:
+    params = deployment.get("litellm_params") if isinstance(deployment, Mapping) else None
+    if not isinstance(params, Mapping) or not isinstance(params.get("model"), str):
+        return None
+    model: str = params["model"]
+    provider, _, name = model.partition("/")
+    provider = str(params.get("custom_llm_provider") or provider)
+    if not name or provider not in _SHAPE_OF or _SHAPE_OF[provider] != shape_name:
+        return None
+    key = _secret(params.get("api_key")) or os.environ.get(_KEY_ENV[provider])
+    if not key:
+        return None
+    base = (_secret(params.get("api_base")) or _DEFAULT_BASES[provider]).rstrip("/")
+    if provider == "anthropic":
+        base = base.removesuffix("/v1/messages").removesuffix("/v1")
+        return CountTarget(provider, f"{base}/v1/messages/count_tokens",
+                           {"x-api-key": key, "anthropic-version": "2023-06-01"}, name)
+    if provider == "gemini":
+        base = base.removesuffix("/v1beta")
+        return CountTarget(provider, f"{base}/v1beta/models/{name}:countTokens", {"x-goog-api-key": key}, name)
+    return CountTarget(provider, f"{base}/responses/input_tokens", {"authorization": f"Bearer {key}"}, name)
+
+
+def _tokens(provider: str, answer: Any) -> int | None:
+    if not isinstance(answer, Mapping):
+        return None
+    value = answer.get("totalTokens") if provider == "gemini" else answer.get("input_tokens")
+    return value if isinstance(value, int) and value >= 0 and not isinstance(value, bool) else None
+
+
+class ProviderCounter:
+    def __init__(self, *, cache_entries: int = 2048,
+                 client: Callable[[], httpx.AsyncClient] | None = None) -> None:
+        self._cache: OrderedDict[str, int] = OrderedDict()
+        self._entries = cache_entries
+        self._client_factory = client
+        self._client: httpx.AsyncClient | None = None
+        self.calls = 0
+
+    def _http(self) -> httpx.AsyncClient:
+        if self._client is None:
+            self._client = self._client_factory() if self._client_factory else httpx.AsyncClient(trust_env=False)
+        return self._client
+
+    async def count(self, target: CountTarget, request: Mapping[str, Any], timeout: float) -> tuple[int | None, str]:
+        body = target.body(request)
+        try:
+            encoded = json.dumps(body, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+        except (TypeError, ValueError) as exc:
+            return None, f"error: body not JSON ({type(exc).__name__})"
+        digest = hashlib.sha256(target.url.encode() + b"\0" + encoded).hexdigest()
+        cached = self._cache.get(digest)
+        if cached is not None:
+            self._cache.move_to_end(digest)
+            return cached, "cached"
+        self.calls += 1
+        try:
+            response = await asyncio.wait_for(
+                self._http().post(target.url, content=encoded,
+                                  headers={**target.headers, "content-type": "application/json"}, timeout=timeout),
+                timeout=timeout)
+        except (asyncio.TimeoutError, httpx.TimeoutException):
+            return None, f"timeout after {timeout:.2f} s"
+        except Exception as exc:  # connection refused, TLS, DNS: the estimate decides
+            return None, f"error: {type(exc).__name__}"
+        if response.status_code != 200:
+            return None, f"error: status {response.status_code}"
+        try:
+            tokens = _tokens(target.provider, response.json())
+        except ValueError:
+            tokens = None
+        if tokens is None:
+            return None, "error: no count in the answer"
+        self._cache[digest] = tokens
+        while len(self._cache) > self._entries:
+            self._cache.popitem(last=False)
+        return tokens, "answered"

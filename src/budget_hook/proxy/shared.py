@@ -1,0 +1,167 @@
+"""Learned corrections and windows, kept per process and shared through LiteLLM's Redis when it has one.
+
+Contract: ``SharedLearning(settings, redis=factory)``; ``factory()`` returns an async Redis client (the
+one LiteLLM built from its own settings, see ``hook._litellm_redis``) or None. Then:
+
+* ``await lookup(ids)`` -> ``(Correction | None, LearnedWindow | None)`` for the deployments a request
+  may go to. With Redis, a deployment's shared state is re-read at most every ``sync_seconds``, within
+  ``redis_timeout_seconds``; a slow or broken Redis is skipped for ``REDIS_BACKOFF_SECONDS`` (the local
+  state answers meanwhile), and never fails a request.
+* ``await learn_ratio(id, estimate, billed)`` / ``await learn_window(id, window, source)`` keep what one
+  response or one overflow error taught, locally and in Redis.
+
+Keys (``budget_hook:v1:`` prefix): ``ratios:<deployment id>``, a list of the most recent ratios (newest
+first, ``window`` long, expiring after a week unused); ``window:<deployment id>``, ``"<window> <source>"``,
+only ever lowered (a Lua script), expiring after ``window_ttl_seconds``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ..learning import Correction, CorrectionBook, LearnedWindow, LearnedWindows, LearningSettings
+
+logger = logging.getLogger("budget_hook")
+
+PREFIX = "budget_hook:v1:"
+RATIOS_TTL_SECONDS = 7 * 24 * 3600
+REDIS_BACKOFF_SECONDS = 30.0
+_LOWER_WINDOW = """
+local current = redis.call('GET', KEYS[1])
+if current then
+  local known = tonumber(string.match(current, '^(%d+)'))
+  if known and known <= tonumber(ARGV[1]) then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'EX', ARGV[3])
+return 1
+"""
+
+
+class SharedLearning:
+    def __init__(self, settings: LearningSettings, *, redis: Callable[[], Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.settings = settings
+        self.corrections = CorrectionBook(settings)
+        self.windows = LearnedWindows(settings)
+        self._factory = redis if settings.share == "auto" else None
+        self._client: Any = None
+        self._next_resolve = 0.0
+        self._clock = clock
+        self._synced: dict[str, float] = {}
+        self._down_until = 0.0
+
+    # --- Redis -------------------------------------------------------------------------------------
+
+    def _redis(self) -> Any:
+        if self._factory is None or self._clock() < self._down_until:
+            return None
+        if self._client is None and self._clock() >= self._next_resolve:
+            # Looked up lazily (LiteLLM builds its Redis client when the proxy starts, after the plugin), and
+            # again every few seconds while there is none: the router may not exist yet.
+            self._next_resolve = self._clock() + 5.0
+            try:
+                self._client = self._factory()
+            except Exception as exc:  # a client we cannot build: per process then
+                logger.warning("budget_hook: learning is not shared (Redis unavailable: %s)", type(exc).__name__)
+                self._client = None
+        return self._client
+
+    @property
+    def shared(self) -> bool:
+        return self._client is not None
+
+    def _failed(self, what: str, exc: BaseException) -> None:
+        self._down_until = self._clock() + REDIS_BACKOFF_SECONDS
+        logger.warning("budget_hook: Redis %s failed (%s); learning stays per process for %.0f s", what,
+                       type(exc).__name__, REDIS_BACKOFF_SECONDS)
+
+    async def _run(self, what: str, operation: Callable[[Any], Any]) -> Any:
+        client = self._redis()
+        if client is None:
+            return None
+        try:
+            return await asyncio.wait_for(operation(client), timeout=self.settings.redis_timeout_seconds)
+        except Exception as exc:  # timeout, connection refused, auth: never the request's problem
+            self._failed(what, exc)
+            return None
+
+    # --- what a request uses ------------------------------------------------------------------------
+
+    async def lookup(self, ids: Iterable[str]) -> tuple[Correction | None, LearnedWindow | None]:
+        ids = [i for i in ids if isinstance(i, str)]
+        if not self.settings.enabled or not ids:
+            return None, None
+        now = self._clock()
+        stale = [i for i in ids if now - self._synced.get(i, -1e18) >= self.settings.sync_seconds]
+        if stale and self._redis() is not None:
+            await self._pull(stale)
+        return self.corrections.correction(ids), self.windows.window(ids)
+
+    async def _pull(self, ids: list[str]) -> None:
+        async def read(client: Any) -> list[Any]:
+            pipe = client.pipeline(transaction=False)
+            for deployment in ids:
+                pipe.lrange(f"{PREFIX}ratios:{deployment}", 0, self.settings.window - 1)
+                pipe.get(f"{PREFIX}window:{deployment}")
+            return list(await pipe.execute())
+
+        answers = await self._run("read", read)
+        if answers is None:
+            return
+        now = self._clock()
+        for index, deployment in enumerate(ids):
+            ratios, window = answers[2 * index], answers[2 * index + 1]
+            parsed = [_float(r) for r in reversed(ratios or [])]
+            self.corrections.replace(deployment, [r for r in parsed if r is not None])
+            if window:
+                text = window.decode() if isinstance(window, bytes) else str(window)
+                size, _, source = text.partition(" ")
+                if size.isdigit():
+                    self.windows.learn(deployment, int(size), source or "shared")
+            self._synced[deployment] = now
+        if len(self._synced) > 4 * 4096:
+            self._synced.clear()
+
+    # --- what responses and errors teach ------------------------------------------------------------
+
+    async def learn_ratio(self, deployment: str, estimate: int, billed: int) -> float | None:
+        if not self.settings.enabled:
+            return None
+        ratio = self.corrections.add(deployment, estimate, billed)
+        if ratio is None:
+            return None
+
+        async def push(client: Any) -> None:
+            key = f"{PREFIX}ratios:{deployment}"
+            pipe = client.pipeline(transaction=True)
+            pipe.lpush(key, repr(ratio))
+            pipe.ltrim(key, 0, self.settings.window - 1)
+            pipe.expire(key, RATIOS_TTL_SECONDS)
+            await pipe.execute()
+
+        await self._run("write", push)
+        return ratio
+
+    async def learn_window(self, deployment: str, window: int, source: str) -> bool:
+        if not self.settings.enabled:
+            return False
+        changed = self.windows.learn(deployment, window, source)
+
+        async def lower(client: Any) -> None:
+            await client.eval(_LOWER_WINDOW, 1, f"{PREFIX}window:{deployment}", str(window), source[:200],
+                              str(int(self.settings.window_ttl_seconds)))
+
+        await self._run("write", lower)
+        return changed
+
+
+def _float(value: Any) -> float | None:
+    try:
+        number = float(value.decode() if isinstance(value, bytes) else value)
+    except (TypeError, ValueError):
+        return None
+    return number if number > 0 else None
