@@ -32,7 +32,9 @@ def _real_tokenizers() -> dict:
 
 
 REAL = _real_tokenizers()
-BOUNDED = [TokenCounter.for_model(m) for m in ("gemini/gemini-2.5-pro", "ollama/llama2", "some-unknown-model")]
+#: the families without a tokenizer or billed usage to calibrate on (Gemini is fitted on its own bills,
+#: tests/test_calibration.py, and keeps the run-aware part of the bound at a factor of 1.0)
+BOUNDED = [TokenCounter.for_model(m) for m in ("ollama/llama2", "some-unknown-model", "cohere/command-r-plus")]
 MISTRAL = TokenCounter.for_model("mistral/mistral-large-latest")
 LLAMA3 = TokenCounter.for_model("groq/llama-3.3-70b-versatile")
 

@@ -36,7 +36,7 @@ from .encodings import get_encoding
 from .family_tokenizers import family_encoder
 from .media import audio_tokens, file_text, file_tokens
 from .profiles import TokenizerProfile, resolve_tokenizer
-from .tools import render_functions, tool_functions
+from .tools import render_functions, tool_functions, unrendered_text
 
 #: encodings that are a model family's own tokenizer (``family_tokenizers``), not tiktoken's
 FAMILY_ENCODINGS = frozenset({"mistral", "llama3"})
@@ -47,6 +47,19 @@ _IMAGE_DETAILS = frozenset({"auto", "low", "high"})
 _DIGIT_RUNS = re.compile(r"\d{2,}")
 
 _PROFILE_IDS: dict[TokenizerProfile, int] = {}
+
+
+class ViewPart(str):
+    """The ``type`` of a content part only the gateway's own views produce (a ``str`` subclass: no JSON a
+    client sends can make one, so a client cannot have its text priced as one of these)."""
+
+
+#: a replayed Gemini thought signature, priced per base64 character (``signature``)
+THOUGHT_SIGNATURE = ViewPart("thought_signature")
+#: a prompt the provider adds on its own for what the request asks (Anthropic citations): ``tokens``
+HIDDEN_PROMPT = ViewPart("hidden_prompt")
+#: the ``type`` of a tool the Responses API declared: it bills tools its own way (``responses_tools_*``)
+RESPONSES_FUNCTION = ViewPart("function")
 
 
 def _profile_id(profile: TokenizerProfile) -> int:
@@ -125,7 +138,10 @@ class TokenCounter:
         messages = validate_messages(request.get("messages"))
         functions = tool_functions(request)
         per_message = self.count_messages(messages, has_tools=bool(functions))
-        tools_tokens = self._count_functions(functions)
+        tools = request.get("tools")
+        responses = isinstance(tools, list) and any(isinstance(t, Mapping) and type(t.get("type")) is ViewPart
+                                                     for t in tools)
+        tools_tokens = self._count_functions(functions, responses=responses)
         overhead = self.profile.reply_priming + self._choice_tokens(request) + self._response_format_tokens(request)
         if _thinking_enabled(request):
             overhead += self.profile.thinking_overhead
@@ -292,7 +308,14 @@ class TokenCounter:
             text = file_text(part["file"])  # a text file is counted as the text it is
             if text is not None:
                 return self.count_text(text) + FILE_FRAMING_TOKENS, 0
-            return 0, file_tokens(part["file"])
+            return 0, file_tokens(part["file"], pdf_page_tokens=self.profile.pdf_page_tokens,
+                                  pdf_min_tokens=self.profile.pdf_min_tokens)
+        if type(kind) is ViewPart:
+            if kind == THOUGHT_SIGNATURE:
+                # billed as input when replayed; base64, so counted per character, not as text
+                return 0, math.ceil(len(str(part.get("signature", ""))) / self.profile.signature_chars_per_token)
+            if kind == HIDDEN_PROMPT:
+                return 0, max(0, int(part.get("tokens", 0)))
         # Unknown or malformed part: count everything it carries, so nothing is free.
         return self.count_text(canonical_json(part)), 0
 
@@ -310,7 +333,13 @@ class TokenCounter:
         if not isinstance(url, str):
             raise MalformedRequestError(f"{where}.url", "missing or not a string")
         profile = self.profile
+        if profile.image_formula == "flat":
+            return profile.image_base_tokens
         size = images.image_dimensions(url)
+        if profile.image_formula == "gemini_tiles":
+            tile = profile.image_tile_tokens
+            return images.gemini_tile_tokens(*size, base=profile.image_base_tokens, per_tile=tile) if size else \
+                images.gemini_tile_tokens_worst_case(per_tile=tile)
         if profile.image_formula == "anthropic":
             return images.anthropic_image_tokens(*size) if size else images.anthropic_image_tokens_worst_case()
         if profile.image_formula == "openai_patches":
@@ -331,24 +360,31 @@ class TokenCounter:
         """Tokens of the tool definitions as rendered into the prompt (0 without tools)."""
         return self._count_functions(tool_functions(request))
 
-    def _count_functions(self, functions: list[Mapping[str, Any]]) -> int:
+    def _count_functions(self, functions: list[Mapping[str, Any]], *, responses: bool = False) -> int:
         if not functions:
             return 0
         # Tool definitions are resent with every request of a session: cache their count too.
         serialised = canonical_json(functions)
-        key = hash((self._profile_id, "tools", len(serialised), hash(serialised)))
+        key = hash((self._profile_id, "tools", responses, len(serialised), hash(serialised)))
         cached = COUNT_CACHE.get(key)
         if cached is None:
-            cached = self._count_functions_uncached(functions)
+            cached = self._count_functions_uncached(functions, responses=responses)
             COUNT_CACHE.put(key, cached)
         return cached
 
-    def _count_functions_uncached(self, functions: list[Mapping[str, Any]]) -> int:
-        if self.profile.tools_rendering == "json":
+    def _count_functions_uncached(self, functions: list[Mapping[str, Any]], *, responses: bool = False) -> int:
+        profile = self.profile
+        if profile.tools_rendering == "json":
             raw = sum(self.count_text(canonical_json(f)) for f in functions)
         else:
             raw = self.count_text(render_functions(functions)) + 9
-        return self._scaled(raw) + self.profile.tools_request_overhead
+            if profile.tokens_per_function:  # newer models' prompts carry more of the schema
+                raw += self.count_text(unrendered_text(functions))
+        if responses and profile.family == "openai":
+            overhead, per_function = profile.responses_tools_overhead, profile.responses_tokens_per_function
+        else:
+            overhead, per_function = profile.tools_request_overhead, profile.tokens_per_function
+        return self._scaled(raw) + overhead + per_function * len(functions)
 
     def _response_format_tokens(self, request: Mapping[str, Any]) -> int:
         """A JSON-schema response format is rendered into the prompt; count its schema."""

@@ -59,9 +59,10 @@ def audio_tokens(data: Any) -> int:
     return max(AUDIO_MIN_TOKENS, math.ceil(_base64_size(data) / AUDIO_BYTES_PER_TOKEN))
 
 
-def file_tokens(file: Mapping[str, Any]) -> int:
-    """Conservative estimate for a ``file`` part: PDF pages when countable, audio and video by their
-    duration at the lowest bitrate, else by size."""
+def file_tokens(file: Mapping[str, Any], *, pdf_page_tokens: int = FILE_TOKENS_PER_PDF_PAGE,
+                pdf_min_tokens: int = FILE_MIN_TOKENS) -> int:
+    """Conservative estimate for a ``file`` part: PDF pages when countable (``pdf_page_tokens`` each: the
+    provider's price), audio and video by their duration at the lowest bitrate, else by size."""
     data = file.get("file_data")
     if not isinstance(data, str):
         return FILE_REFERENCE_TOKENS
@@ -71,7 +72,7 @@ def file_tokens(file: Mapping[str, Any]) -> int:
         return max(FILE_MIN_TOKENS, math.ceil(_base64_size(data) / VIDEO_BYTES_PER_TOKEN))
     pages = pdf_page_count(data)
     if pages:
-        return max(FILE_MIN_TOKENS, pages * FILE_TOKENS_PER_PDF_PAGE)
+        return max(pdf_min_tokens, pages * pdf_page_tokens)
     return max(FILE_MIN_TOKENS, math.ceil(_base64_size(data) / FILE_BYTES_PER_TOKEN))
 
 

@@ -41,6 +41,12 @@ class TokenizerProfile:
     reply_priming: int = 3
     #: extra tokens once per request when the request declares tools (a hidden tool system prompt)
     tools_request_overhead: int = 0
+    #: extra tokens per declared function beyond its rendering (newer OpenAI models; 0: the cookbook's
+    #: rendering, unrendered schema text not counted)
+    tokens_per_function: int = 0
+    #: the same for tools declared on the Responses API, which bills them its own way (OpenAI only)
+    responses_tools_overhead: int = 0
+    responses_tokens_per_function: int = 0
     #: extra hidden prompt when the request forces a tool (tool_choice required / a named tool)
     forced_tool_choice_overhead: int = 0
     #: how tool schemas reach the prompt: "typescript" (OpenAI's namespace rendering) or "json"
@@ -61,13 +67,21 @@ class TokenizerProfile:
     image_base_tokens: int = 85
     image_tile_tokens: int = 170
     image_patch_multiplier: float = 1.0
+    #: a PDF page (documents and inline PDFs), and the least a countable PDF costs
+    pdf_page_tokens: int = 3_000
+    pdf_min_tokens: int = 3_000
+    #: a replayed thought signature (Gemini bills it as input): its base64 characters per token
+    signature_chars_per_token: float = 4.0
+    #: a name for reports: the model generation the terms were fitted on (``claude-4.5``, ``gemini-3``)
+    generation: str = ""
 
     @property
     def method(self) -> str:
         """A short description for reports: ``exact`` or ``o200k_base x1.20``."""
         if self.exact:
             return "exact"
-        return f"{self.encoding_name} x{self.safety_factor:.2f}"
+        label = f"{self.encoding_name} x{self.safety_factor:.2f}"
+        return f"{label} ({self.generation})" if self.generation else label
 
 
 # --- OpenAI (exact) -----------------------------------------------------------------------------------
@@ -90,7 +104,29 @@ _TILE_PRICES = (  # (prefix, base, per tile); first match wins
     ("computer-use", 65, 129),
 )
 
+#: OpenAI bills tools more than the cookbook's rendering on most real requests (1-58 tokens short, growing
+#: with the number of functions): per request and per function, on top of the schema text it leaves out
+OPENAI_TOOLS_OVERHEAD = 20
+OPENAI_TOKENS_PER_FUNCTION = 16
+#: the Responses API bills tools closer to the cookbook's rendering, and without gpt-5's chat preamble
+RESPONSES_TOOLS_OVERHEAD = 10
+RESPONSES_TOKENS_PER_FUNCTION = 4
+#: a replayed reasoning item's ``encrypted_content``: 7.6-9.3 base64 characters per billed token
+OPENAI_ENCRYPTED_CHARS_PER_TOKEN = 7.0
+
 # --- Estimated families ----------------------------------------------------------------------------
+#: o200k text times 1.0 plus the run- and script-aware bound (below): real Gemini text is billed at most
+#: about what o200k counts; the bound covers what o200k packs tighter than a SentencePiece vocabulary
+GEMINI_TEXT_FACTOR = 1.0
+GEMINI_PER_MESSAGE = 3
+#: a hidden preamble when the request declares functions (billed 19-26 tokens more than their JSON)
+GEMINI_TOOLS_OVERHEAD = 30
+#: a replayed thought signature: 6.3-8.5 base64 characters per billed token on 2.5, about 4.9 on 3
+GEMINI_SIGNATURE_CHARS_PER_TOKEN = 6.0
+GEMINI3_SIGNATURE_CHARS_PER_TOKEN = 4.5
+VERTEX_GEMINI2_PAGE_TOKENS = 1_290
+#: a large image's 768-px tile on gemini-2.0 and on Vertex AI (a 640x480 image is billed 1,290)
+GEMINI2_TILE_TOKENS = 1_290
 #: Fitted on the real Anthropic requests with provider-measured usage (README, "Counting accuracy";
 #: ``python bench/calibrate_anthropic.py`` reprints the figures).
 ANTHROPIC_PROFILE_TERMS: dict[str, Any] = dict(
@@ -102,8 +138,23 @@ ANTHROPIC_PROFILE_TERMS: dict[str, Any] = dict(
     forced_tool_choice_overhead=90,  # extra when tool_choice is any / a named tool
     tools_rendering="json",  # tools reach the prompt as JSON schema
     thinking_overhead=40,  # extended thinking / effort / task budget preamble
-    structured_output_overhead=150,  # output_format JSON-schema preamble
+    structured_output_overhead=210,  # output_format JSON-schema preamble (a $defs schema is billed 54 beyond 150)
 )
+#: Gemini, per generation (fitted on the billed usage of real requests: ``bench/accuracy.py``). Images and PDF
+#: pages at Gemini's own prices: 258 tokens (an image, a 768-px tile of a large one on 2.0 and older, a
+#: page) on 2.x, about 1,100 per image or page on 3.x (its default high media resolution is 1,120).
+GEMINI_TERMS: dict[str, Any] = dict(
+    run_aware=True, digits_as_tokens=True, tokens_per_message=GEMINI_PER_MESSAGE, reply_priming=0,
+    tokens_per_tool_call=4, tokens_per_parallel_calls=0, tools_rendering="json",
+    tools_request_overhead=GEMINI_TOOLS_OVERHEAD,
+)
+_GEMINI_GENERATIONS = (  # (pattern, generation, image formula, image/tile tokens, PDF page tokens)
+    (re.compile(r"gemini-2\.5|gemini-2-5"), "gemini-2.5", "flat", 258, 258),
+    (re.compile(r"gemini-(2\.0|2-0|1\.5|1-5|1\.0|pro)|gemma"), "gemini-2.0", "gemini_tiles", GEMINI2_TILE_TOKENS, 258),
+)
+#: Gemini 3 and any later or unknown generation: the heaviest prices seen
+_GEMINI_LATEST = ("gemini-3", "flat", 1_120, 1_120)
+
 #: No ground truth available offline for these: conservative, documented, never an under-count by design.
 UNMEASURED_SAFETY_FACTOR = 1.30
 #: families counted with their own tokenizer (text exact), chat framing unmeasured: kept generous
@@ -147,8 +198,9 @@ def resolve_tokenizer(model: str | None, *, base_model: str | None = None) -> To
         return TokenizerProfile("openai", "cl100k_base", exact=True)
     family = next((fam for fam, words in _FAMILY_KEYWORDS if any(w in name for w in words)), "unknown")
     if family == "anthropic":
-        return TokenizerProfile("anthropic", "o200k_base", exact=False, image_formula="anthropic",
-                                **ANTHROPIC_PROFILE_TERMS)
+        return anthropic_profile(name)
+    if family == "gemini":
+        return gemini_profile(name, vertex=_is_vertex(base_model or model or ""))
     if family == "mistral" and family_tokenizers.available("mistral"):
         return TokenizerProfile("mistral", "mistral", exact=False, safety_factor=1.0, **OWN_TOKENIZER_TERMS)
     if family == "llama" and _LLAMA3.search(name) and family_tokenizers.available("llama3"):
@@ -160,13 +212,57 @@ def resolve_tokenizer(model: str | None, *, base_model: str | None = None) -> To
                             run_aware=True, digits_as_tokens=True)
 
 
+#: Claude, per generation: the hidden tool-use system prompt grows with the generation (fitted per generation
+#: on billed usage, ``bench/accuracy.py``), and the text factor of the newest and unknown generations is
+#: the heaviest seen (claude-sonnet-5 text is billed up to 1.38x o200k)
+_CLAUDE_GENERATIONS = (  # (pattern, generation, text factor, tool prompt)
+    (re.compile(r"claude-(3|instant|2)|claude-(haiku|sonnet|opus)-3"), "claude-3", 1.20, 330),
+    (re.compile(r"claude-(sonnet|opus)-4(-0|-1|-2025|$)|claude-4-|claude-(sonnet|opus)-4@"), "claude-4.0", 1.20, 470),
+    (re.compile(r"claude-(haiku|sonnet|opus)-4[-.]5"), "claude-4.5", 1.20, 600),
+    (re.compile(r"claude-(haiku|sonnet|opus)-4[-.]6"), "claude-4.6", 1.20, 650),
+)
+_CLAUDE_LATEST = ("claude-5+", 1.30, 650)
+
+
+def anthropic_profile(name: str) -> TokenizerProfile:
+    generation, factor, tools = next(((g, f, t) for pattern, g, f, t in _CLAUDE_GENERATIONS if pattern.search(name)),
+                                     _CLAUDE_LATEST)
+    terms = {**ANTHROPIC_PROFILE_TERMS, "safety_factor": factor, "tools_request_overhead": tools}
+    return TokenizerProfile("anthropic", "o200k_base", exact=False, image_formula="anthropic", generation=generation,
+                            **terms)
+
+
+def _is_vertex(model: str) -> bool:
+    return model.strip().lower().startswith(("vertex_ai/", "vertex_ai_beta/", "vertex/"))
+
+
+def gemini_profile(name: str, *, vertex: bool = False) -> TokenizerProfile:
+    generation, formula, image, page = next(((g, f, i, p) for pattern, g, f, i, p in _GEMINI_GENERATIONS
+                                             if pattern.search(name)), _GEMINI_LATEST)
+    if vertex and generation != _GEMINI_LATEST[0]:
+        # Vertex AI bills a 2.x PDF page or a large image as 5 tiles (1,290), where the Gemini API bills 258
+        formula, image, page = "gemini_tiles", GEMINI2_TILE_TOKENS, VERTEX_GEMINI2_PAGE_TOKENS
+        generation += " vertex"
+    signature = GEMINI3_SIGNATURE_CHARS_PER_TOKEN if generation.startswith("gemini-3") else \
+        GEMINI_SIGNATURE_CHARS_PER_TOKEN
+    return TokenizerProfile("gemini", "o200k_base", exact=False, safety_factor=GEMINI_TEXT_FACTOR,
+                            image_formula=formula, image_base_tokens=image if formula == "flat" else 258,
+                            image_tile_tokens=image,
+                            pdf_page_tokens=page, pdf_min_tokens=page, generation=generation,
+                            signature_chars_per_token=signature, **GEMINI_TERMS)
+
+
 #: gpt-5 models put a longer tool preamble in the prompt than gpt-4o (measured: 70-92 tokens more).
 GPT5_TOOLS_OVERHEAD = 92
 
 
 def _openai_profile(name: str, encoding: str) -> TokenizerProfile:
-    tools_overhead = GPT5_TOOLS_OVERHEAD if name.startswith("gpt-5") else 0
-    profile = TokenizerProfile("openai", encoding, exact=True, tools_request_overhead=tools_overhead)
+    tools_overhead = (GPT5_TOOLS_OVERHEAD if name.startswith("gpt-5") else 0) + OPENAI_TOOLS_OVERHEAD
+    profile = TokenizerProfile("openai", encoding, exact=True, tools_request_overhead=tools_overhead,
+                               tokens_per_function=OPENAI_TOKENS_PER_FUNCTION,
+                               responses_tools_overhead=RESPONSES_TOOLS_OVERHEAD,
+                               responses_tokens_per_function=RESPONSES_TOKENS_PER_FUNCTION,
+                               signature_chars_per_token=OPENAI_ENCRYPTED_CHARS_PER_TOKEN)
     for prefix, multiplier in _PATCH_MULTIPLIERS:
         if name.startswith(prefix):
             return replace(profile, image_formula="openai_patches", image_patch_multiplier=multiplier)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..counting import canonical_json, media
+from ..counting.counter import THOUGHT_SIGNATURE
 from ..errors import MalformedRequestError
 from ..trimming import MessageAction, TrimResult, content_hash, message_text
 from .base import (
@@ -71,9 +72,8 @@ def _media_part(data: Mapping[str, Any]) -> dict[str, Any]:
 def _chat_part(part: Any, where: str) -> dict[str, Any]:
     if not isinstance(part, Mapping):
         raise MalformedRequestError(where, f"expected a part object, got {type(part).__name__}")
-    extra = str(part.get("thoughtSignature") or part.get("thought_signature") or "")
     if isinstance(part.get("text"), str):
-        return {"type": "text", "text": part["text"] + extra}
+        return {"type": "text", "text": part["text"]}
     data = part.get("inlineData") or part.get("inline_data")
     if isinstance(data, Mapping):
         return _media_part(data)
@@ -81,6 +81,20 @@ def _chat_part(part: Any, where: str) -> dict[str, Any]:
     if isinstance(file, Mapping):
         return {"type": "file", "file": {"file_id": canonical_json(file)}}
     return {"type": "text", "text": canonical_json(part)}
+
+
+def _signature(part: Any) -> list[dict[str, Any]]:
+    """A replayed ``thoughtSignature`` is billed as input: counted per base64 character (``thought_signature``)."""
+    signature = part.get("thoughtSignature") or part.get("thought_signature") if isinstance(part, Mapping) else None
+    return [{"type": THOUGHT_SIGNATURE, "signature": signature}] if isinstance(signature, str) and signature else []
+
+
+def _response_parts(answer: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
+    """Media a ``functionResponse`` carries in its own ``parts`` (an image or a PDF a tool returned)."""
+    parts = answer.get("parts")
+    if not isinstance(parts, list):
+        return []
+    return [_chat_part(p, f"{where}.parts[{i}]") for i, p in enumerate(parts) if isinstance(p, Mapping)]
 
 
 def _digest(value: Any) -> str:
@@ -128,15 +142,21 @@ def build_view(body: Mapping[str, Any]) -> View:
             answer = _response(parts[i]) or {}
             name = str(answer.get("name", ""))
             call_id = (pending.get(name) or [f"{name}:unanswered"]).pop(0)
-            messages.append({"role": "tool", "tool_call_id": call_id,
-                             "content": canonical_json(answer.get("response", answer))})
+            text = canonical_json(answer.get("response", answer))
+            media_parts = _response_parts(answer, f"{where}.parts[{i}].functionResponse")
+            content: Any = [{"type": "text", "text": text}, *media_parts] if media_parts else text
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": content})
             refs.append(_Ref(index, (i,)))
+            if media_parts:
+                no_edit.add(len(messages) - 1)  # a response with media stays whole or leaves with its call
         if responses and rest:
             # Text or media sent along with function responses belong to the same exchange, not to a new turn:
             # they join the last response's view message, so they stay or leave with it (and are never cut).
             last = messages[-1]
-            extra = [_chat_part(parts[i], f"{where}.parts[{i}]") for i in rest]
-            messages[-1] = {**last, "content": [{"type": "text", "text": last["content"]}, *extra]}
+            extra = [piece for i in rest
+                     for piece in (_chat_part(parts[i], f"{where}.parts[{i}]"), *_signature(parts[i]))]
+            head = last["content"] if isinstance(last["content"], list) else [{"type": "text", "text": last["content"]}]
+            messages[-1] = {**last, "content": [*head, *extra]}
             refs[-1] = _Ref(index, (responses[-1], *rest))
             no_edit.add(len(messages) - 1)
         elif rest or not responses:
@@ -152,6 +172,7 @@ def build_view(body: Mapping[str, Any]) -> View:
                         "name": str(call.get("name", "")), "arguments": canonical_json(call.get("args", {}))}})
                 else:
                     chat_parts.append(_chat_part(parts[i], f"{where}.parts[{i}]"))
+                chat_parts.extend(_signature(parts[i]))
             message: dict[str, Any] = {"role": role, "content": chat_parts or None}
             if calls:
                 message["tool_calls"] = calls
@@ -164,10 +185,15 @@ def build_view(body: Mapping[str, Any]) -> View:
     if tools:
         request["tools"] = tools
     config = body.get("generationConfig") or body.get("config")
-    schema = config.get("responseSchema") or config.get("response_schema") if isinstance(config, Mapping) else None
+    schema = next((config[k] for k in _SCHEMA_KEYS if config.get(k)), None) if isinstance(config, Mapping) else None
     if schema:
         request["response_format"] = {"type": "json_schema", "json_schema": {"schema": schema}}
     return View(request, tuple(refs), no_edit=frozenset(no_edit))
+
+
+_PARAMETER_KEYS = ("parameters", "parameters_json_schema", "parametersJsonSchema")
+_RESPONSE_KEYS = ("response", "response_json_schema", "responseJsonSchema")
+_SCHEMA_KEYS = ("responseSchema", "response_schema", "responseJsonSchema", "response_json_schema")
 
 
 def _signed(part: Any) -> bool:
@@ -183,10 +209,14 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
         if isinstance(declarations, list):
             for declaration in declarations:
                 if isinstance(declaration, Mapping):
-                    function = {"name": str(declaration.get("name", "")),
-                                "parameters": declaration.get("parameters") or {}}
-                    if declaration.get("description"):
-                        function["description"] = str(declaration["description"])
+                    parameters: Any = next((declaration[k] for k in _PARAMETER_KEYS if declaration.get(k)), {})
+                    function: dict[str, Any] = {"name": str(declaration.get("name", "")), "parameters": parameters}
+                    response = next((declaration[k] for k in _RESPONSE_KEYS if declaration.get(k)), None)
+                    # the description, and the declared result schema: both reach the prompt
+                    described = [str(declaration["description"])] if declaration.get("description") else []
+                    described += [canonical_json(response)] if response else []
+                    if described:
+                        function["description"] = " ".join(described)
                     out.append({"type": "function", "function": function})
         else:  # built-in tools (googleSearch, codeExecution...): the model sees a definition
             out.append({"type": "function", "function": {"name": "tool", "description": canonical_json(tool)}})
