@@ -30,7 +30,7 @@ HELD = {
     "anthropic": (0.01, 0.15),
     "openai_chat": (0.01, 0.15),
     "openai_responses": (0.01, 0.15),
-    "gemini": (0.02, 0.22),  # not yet at the targets: 1 of 67 under (by 0.5%), median +21%
+    "gemini": (0.02, 0.20),  # not yet at the targets: 1 of 67 under (by 0.5%), median +18.7%
 }
 
 
@@ -101,6 +101,17 @@ def test_url_safe_and_wrapped_base64_images_are_sized():
     body["contents"][0]["parts"][0]["inlineData"]["data"] = "\n".join(data[i:i + 76] for i in range(0, len(data), 76))
     counter = TokenCounter.for_model("gemini/gemini-2.0-flash")
     assert GEMINI.count(body, counter) < 300
+
+
+def test_only_the_current_turn_s_signatures_are_counted():
+    signature = "C" * 6000
+    earlier = {"role": "model", "parts": [{"text": "an answer", "thoughtSignature": signature}]}
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]}, earlier,
+                         {"role": "user", "parts": [{"text": "and now?"}]}]}
+    unsigned = {"contents": [body["contents"][0], {"role": "model", "parts": [{"text": "an answer"}]},
+                             body["contents"][2]]}
+    counter = TokenCounter.for_model("gemini/gemini-2.5-flash")
+    assert GEMINI.count(body, counter) == GEMINI.count(unsigned, counter)
 
 
 def test_a_replayed_thought_signature_is_counted_per_character():

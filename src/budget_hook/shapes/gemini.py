@@ -132,6 +132,9 @@ def build_view(body: Mapping[str, Any]) -> View:
         refs.append(None)
     pending: dict[str, list[str]] = {}  # function name -> ids of calls not answered yet
     no_edit: set[int] = set()
+    # Signatures replayed from turns before the latest user text are not billed (measured: never); the
+    # current turn's are (its tool loop): only those are counted.
+    current = _current_turn_start(contents)
     for index, entry in enumerate(contents):
         where = f"contents[{index}]"
         parts = _parts(entry, where)
@@ -154,7 +157,8 @@ def build_view(body: Mapping[str, Any]) -> View:
             # they join the last response's view message, so they stay or leave with it (and are never cut).
             last = messages[-1]
             extra = [piece for i in rest
-                     for piece in (_chat_part(parts[i], f"{where}.parts[{i}]"), *_signature(parts[i]))]
+                     for piece in (_chat_part(parts[i], f"{where}.parts[{i}]"),
+                                   *(_signature(parts[i]) if index >= current else ()))]
             head = last["content"] if isinstance(last["content"], list) else [{"type": "text", "text": last["content"]}]
             messages[-1] = {**last, "content": [*head, *extra]}
             refs[-1] = _Ref(index, (responses[-1], *rest))
@@ -172,7 +176,8 @@ def build_view(body: Mapping[str, Any]) -> View:
                         "name": str(call.get("name", "")), "arguments": canonical_json(call.get("args", {}))}})
                 else:
                     chat_parts.append(_chat_part(parts[i], f"{where}.parts[{i}]"))
-                chat_parts.extend(_signature(parts[i]))
+                if index >= current:
+                    chat_parts.extend(_signature(parts[i]))
             message: dict[str, Any] = {"role": role, "content": chat_parts or None}
             if calls:
                 message["tool_calls"] = calls
@@ -194,6 +199,19 @@ def build_view(body: Mapping[str, Any]) -> View:
 _PARAMETER_KEYS = ("parameters", "parameters_json_schema", "parametersJsonSchema")
 _RESPONSE_KEYS = ("response", "response_json_schema", "responseJsonSchema")
 _SCHEMA_KEYS = ("responseSchema", "response_schema", "responseJsonSchema", "response_json_schema")
+
+
+def _current_turn_start(contents: list[Any]) -> int:
+    """The index of the latest user content that carries text (not only function responses): the turn
+    whose tool loop is running starts there."""
+    for index in range(len(contents) - 1, -1, -1):
+        entry = contents[index]
+        parts = entry.get("parts") if isinstance(entry, Mapping) else None
+        parts = [parts] if isinstance(parts, Mapping) else parts if isinstance(parts, list) else []
+        if entry.get("role") != "model" and any(isinstance(p, Mapping) and isinstance(p.get("text"), str)
+                                                 for p in parts):
+            return index
+    return 0
 
 
 def _signed(part: Any) -> bool:
