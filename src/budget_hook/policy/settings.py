@@ -81,21 +81,24 @@ PolicyFields: type[BaseModel] = create_model(  # type: ignore[call-overload]
 )
 
 
+_LEARNING = LearningSettings()  # the defaults live on the dataclass; the YAML edge adds types and bounds
+
+
 class LearningModel(BaseModel):
     """``learning:``: the correction learned from what providers bill, and windows from their errors."""
 
     model_config = ConfigDict(extra="forbid")
-    enabled: StrictBool = True
-    window: Count = PydanticField(default=200, ge=1, le=100_000)
-    quantile: Ratio = PydanticField(default=0.95, gt=0, le=1)
-    min_samples: Count = PydanticField(default=20, ge=1, le=100_000)
-    min_factor: Ratio = PydanticField(default=1.0, gt=0, le=10)
-    max_factor: Ratio = PydanticField(default=1.5, gt=0, le=10)
-    min_billed_tokens: Count = PydanticField(default=100, ge=0)
-    window_ttl_seconds: Ratio = PydanticField(default=86_400.0, gt=0)
+    enabled: StrictBool = _LEARNING.enabled
+    window: Count = PydanticField(default=_LEARNING.window, ge=1, le=100_000)
+    quantile: Ratio = PydanticField(default=_LEARNING.quantile, gt=0, le=1)
+    min_samples: Count = PydanticField(default=_LEARNING.min_samples, ge=1, le=100_000)
+    min_factor: Ratio = PydanticField(default=_LEARNING.min_factor, gt=0, le=10)
+    max_factor: Ratio = PydanticField(default=_LEARNING.max_factor, gt=0, le=10)
+    min_billed_tokens: Count = PydanticField(default=_LEARNING.min_billed_tokens, ge=0)
+    window_ttl_seconds: Ratio = PydanticField(default=_LEARNING.window_ttl_seconds, gt=0)
     share: Annotated[Literal["auto", "off"], BeforeValidator(_yaml_word)] = "auto"
-    sync_seconds: Ratio = PydanticField(default=1.0, ge=0, le=3600)
-    redis_timeout_seconds: Ratio = PydanticField(default=0.2, gt=0, le=10)
+    sync_seconds: Ratio = PydanticField(default=_LEARNING.sync_seconds, ge=0, le=3600)
+    redis_timeout_seconds: Ratio = PydanticField(default=_LEARNING.redis_timeout_seconds, gt=0, le=10)
 
     def build(self) -> LearningSettings:
         if self.min_factor > self.max_factor:

@@ -51,7 +51,14 @@ from .offload import Offloader
 from .provider_count import ProviderCounter, count_target
 from .records import RecordStore
 from .shared import SharedLearning
-from .windows import WindowCache, combine, deployment_limits, limits_from_router, listed_groups
+from .windows import (
+    WindowCache,
+    combine,
+    deployment_limits,
+    limits_from_router,
+    listed_groups,
+    with_learned_window,
+)
 
 logger = logging.getLogger("budget_hook")
 
@@ -259,14 +266,13 @@ class BudgetHookPlugin(CustomLogger):
         """The limits with the smallest window providers' errors named for these deployments, and the
         correction learned from their bills."""
         correction, window = await self.learning.lookup(limits.deployment_ids)
-        if window is not None and (limits.window is None or window.window < limits.window):
-            limits = replace(limits, window=window.window, source=f"{limits.source}; {window.describe()}")
-        return limits, Calibration(correction=correction)
+        return with_learned_window(limits, window), Calibration(correction=correction)
 
     async def _with_provider_count(self, request: BudgetRequest, decision: Decision) -> Decision:
         """The estimate lies within its measured error of the budget: ask the deployment's own counter and
         decide again on its count (a timeout or an error leaves the estimate's decision, noted)."""
-        targets = [count_target(d, request.shape.name) for d in _router_deployments(request.model_group)]
+        groups = dict.fromkeys((request.model_group, *request.limits.routed_groups))  # a router alias too
+        targets = [count_target(d, request.shape.name) for group in groups for d in _router_deployments(group)]
         first = targets[0] if targets else None
         # one provider's count says nothing about another's: only a group of one provider is asked
         target = first if first is not None and all(t is not None and t.provider == first.provider
@@ -353,9 +359,7 @@ class BudgetHookPlugin(CustomLogger):
                 # a deployment the router no longer lists: the smallest window of its group
                 limits = limits if limits is not None else self.model_limits(group)
                 learned = self.learning.windows.window([deployment_id]) if self.settings.learning.enabled else None
-                if learned is not None and (limits.window is None or learned.window < limits.window):
-                    limits = replace(limits, window=learned.window, source=f"{limits.source}; {learned.describe()}")
-                return group, limits
+                return group, with_learned_window(limits, learned)
         return None
 
     def _record_attempt(self, call_id: Any, group: str, decision: Decision) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, Generic, TypeVar
 
 from ..budget.windows import (
@@ -21,6 +22,7 @@ from ..budget.windows import (
     lookup_max_output_tokens,
 )
 from ..counting import resolve_tokenizer
+from ..learning import LearnedWindow
 
 T = TypeVar("T")
 
@@ -161,6 +163,13 @@ def _most_conservative(backends: list[tuple[str, str | None]]) -> tuple[str, str
         profile = resolve_tokenizer(item[0], base_model=item[1])
         return 0.0 if profile.exact else profile.safety_factor
     return max(backends, key=weight)
+
+
+def with_learned_window(limits: ModelLimits, learned: LearnedWindow | None) -> ModelLimits:
+    """The limits with a window a provider's overflow error named, when it is smaller (and said so)."""
+    if learned is None or (limits.window is not None and learned.window >= limits.window):
+        return limits
+    return replace(limits, window=learned.window, source=f"{limits.source}; {learned.describe()}")
 
 
 def listed_groups(group: str) -> list[str]:
