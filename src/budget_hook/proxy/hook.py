@@ -48,7 +48,7 @@ from .client_input import SETTINGS_NAME, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, unread_route_error
 from .feedback import learn_from_error, learn_from_usage, provider_prompt_tokens
 from .offload import Offloader
-from .provider_count import ProviderCounter, count_target
+from .provider_count import ProviderCounter, group_target
 from .records import RecordStore
 from .shared import SharedLearning
 from .windows import (
@@ -272,11 +272,7 @@ class BudgetHookPlugin(CustomLogger):
         """The estimate lies within its measured error of the budget: ask the deployment's own counter and
         decide again on its count (a timeout or an error leaves the estimate's decision, noted)."""
         groups = dict.fromkeys((request.model_group, *request.limits.routed_groups))  # a router alias too
-        targets = [count_target(d, request.shape.name) for group in groups for d in _router_deployments(group)]
-        first = targets[0] if targets else None
-        # one provider's count says nothing about another's: only a group of one provider is asked
-        target = first if first is not None and all(t is not None and t.provider == first.provider
-                                                     for t in targets) else None
+        target = group_target([d for group in groups for d in _router_deployments(group)], request.shape.name)
         calibration = request.calibration
         if target is None:
             note = f"no token counting endpoint for {request.shape.name} requests to this group's deployments"

@@ -1,7 +1,9 @@
 """Ask a deployment's own token counter, with its credentials (``provider_count: near_budget``).
 
-Contract: ``count_target(deployment, shape_name)`` returns the ``CountTarget`` (URL, headers, how to build
-the body) for a deployment whose provider has a counting endpoint for requests of that shape, else None:
+Contract: ``group_target(deployments, shape_name)`` picks the counter for a group (None unless every
+deployment has one of the same provider); ``count_target(deployment, shape_name)`` returns the
+``CountTarget`` (URL, headers, how to build the body) for a deployment whose provider has a counting
+endpoint for requests of that shape, else None:
 
 * Anthropic (``anthropic/...``; Messages format): ``POST {api_base}/v1/messages/count_tokens``;
 * Gemini API (``gemini/...``; generateContent format): ``POST {api_base}/v1beta/models/{model}:countTokens``;
@@ -84,6 +86,16 @@ def count_target(deployment: Mapping[str, Any], shape_name: str) -> CountTarget 
         base = base.removesuffix("/v1beta")
         return CountTarget(provider, f"{base}/v1beta/models/{name}:countTokens", {"x-goog-api-key": key}, name)
     return CountTarget(provider, f"{base}/responses/input_tokens", {"authorization": f"Bearer {key}"}, name)
+
+
+def group_target(deployments: list[Any], shape_name: str) -> CountTarget | None:
+    """The counter to ask for a group: its first deployment's, when every deployment has one of the same
+    provider (one provider's count says nothing about another's)."""
+    targets = [count_target(d, shape_name) for d in deployments]
+    first = targets[0] if targets else None
+    if first is None or any(t is None or t.provider != first.provider for t in targets):
+        return None
+    return first
 
 
 def _tokens(provider: str, answer: Any) -> int | None:
