@@ -100,10 +100,14 @@ def generation(provider: str, model: str) -> str:
 
 
 def estimate(case: dict, shape: str, prefix: str) -> int:
-    if prefix == "gemini/" and "aiplatform.googleapis.com" in case.get("uri", ""):
-        prefix = "vertex_ai/"  # Vertex AI bills some bodies differently: the deployment says which
+    request = case["request"]
+    if prefix == "gemini/":
+        if "aiplatform.googleapis.com" in case.get("uri", ""):
+            prefix = "vertex_ai/"  # Vertex AI bills some bodies differently: the deployment says which
+        if ":streamGenerateContent" in case.get("uri", ""):
+            request = {**request, "stream": True}  # as LiteLLM's streamGenerateContent route sets it
     counter = TokenCounter.for_model(prefix + case["model"])
-    return int(SHAPES.get(shape).count(case["request"], counter))
+    return int(SHAPES.get(shape).count(request, counter))
 
 
 def rows_for(spec: tuple[str, str, str], provider: str) -> list[dict]:

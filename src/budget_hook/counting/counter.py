@@ -247,6 +247,7 @@ class TokenCounter:
                 text += part_text
                 media += part_media
             framing += 1 if pad_system else 0
+            framing += profile.tokens_per_part * max(0, len(content) - 1)
         name = message.get("name")
         if isinstance(name, str) and name:
             text += self.count_text(name)
@@ -313,6 +314,8 @@ class TokenCounter:
         if type(kind) is ViewPart:
             if kind == THOUGHT_SIGNATURE:
                 # billed as input when replayed; base64, so counted per character, not as text
+                if part.get("streamed") is False and not self.profile.signatures_billed_unstreamed:
+                    return 0, 0
                 return 0, math.ceil(len(str(part.get("signature", ""))) / self.profile.signature_chars_per_token)
             if kind == HIDDEN_PROMPT:
                 return 0, max(0, int(part.get("tokens", 0)))

@@ -37,6 +37,8 @@ class TokenizerProfile:
     exact: bool
     safety_factor: float = 1.0
     tokens_per_message: int = 3
+    #: framing of each content part beyond a message's first (Gemini: each part is delimited)
+    tokens_per_part: int = 0
     tokens_per_name: int = 1
     reply_priming: int = 3
     #: extra tokens once per request when the request declares tools (a hidden tool system prompt)
@@ -72,6 +74,8 @@ class TokenizerProfile:
     pdf_min_tokens: int = 3_000
     #: a replayed thought signature (Gemini bills it as input): its base64 characters per token
     signature_chars_per_token: float = 4.0
+    #: whether a replayed signature is billed on a call that is not streamed (Gemini 2.x: no, measured)
+    signatures_billed_unstreamed: bool = True
     #: a name for reports: the model generation the terms were fitted on (``claude-4.5``, ``gemini-3``)
     generation: str = ""
 
@@ -145,6 +149,7 @@ ANTHROPIC_PROFILE_TERMS: dict[str, Any] = dict(
 #: page) on 2.x, about 1,100 per image or page on 3.x (its default high media resolution is 1,120).
 GEMINI_TERMS: dict[str, Any] = dict(
     run_aware=True, digits_as_tokens=True, tokens_per_message=GEMINI_PER_MESSAGE, reply_priming=0,
+    tokens_per_part=1,  # each part of a content is delimited (chosen after the held-out check: README)
     tokens_per_tool_call=4, tokens_per_parallel_calls=0, tools_rendering="json",
     tools_request_overhead=GEMINI_TOOLS_OVERHEAD,
 )
@@ -249,7 +254,8 @@ def gemini_profile(name: str, *, vertex: bool = False) -> TokenizerProfile:
                             image_formula=formula, image_base_tokens=image if formula == "flat" else 258,
                             image_tile_tokens=image,
                             pdf_page_tokens=page, pdf_min_tokens=page, generation=generation,
-                            signature_chars_per_token=signature, **GEMINI_TERMS)
+                            signature_chars_per_token=signature,
+                            signatures_billed_unstreamed=generation.startswith("gemini-3"), **GEMINI_TERMS)
 
 
 #: gpt-5 models put a longer tool preamble in the prompt than gpt-4o (measured: 70-92 tokens more).

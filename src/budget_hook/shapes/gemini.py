@@ -83,10 +83,12 @@ def _chat_part(part: Any, where: str) -> dict[str, Any]:
     return {"type": "text", "text": canonical_json(part)}
 
 
-def _signature(part: Any) -> list[dict[str, Any]]:
+def _signature(part: Any, streamed: bool) -> list[dict[str, Any]]:
     """A replayed ``thoughtSignature`` is billed as input: counted per base64 character (``thought_signature``)."""
     signature = part.get("thoughtSignature") or part.get("thought_signature") if isinstance(part, Mapping) else None
-    return [{"type": THOUGHT_SIGNATURE, "signature": signature}] if isinstance(signature, str) and signature else []
+    if not (isinstance(signature, str) and signature):
+        return []
+    return [{"type": THOUGHT_SIGNATURE, "signature": signature, "streamed": streamed}]
 
 
 def _response_parts(answer: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
@@ -132,9 +134,11 @@ def build_view(body: Mapping[str, Any]) -> View:
         refs.append(None)
     pending: dict[str, list[str]] = {}  # function name -> ids of calls not answered yet
     no_edit: set[int] = set()
-    # Signatures replayed from turns before the latest user text are not billed (measured: never); the
-    # current turn's are (its tool loop): only those are counted.
+    # Replayed thought signatures are billed only in the running turn's tool loop (from the latest user
+    # text on), measured on real bills: never from earlier turns. Gemini 2.x bills them only on
+    # streamGenerateContent (LiteLLM sets ``stream`` for that route); the counter's profile knows the model.
     current = _current_turn_start(contents)
+    streamed = bool(body.get("stream"))
     for index, entry in enumerate(contents):
         where = f"contents[{index}]"
         parts = _parts(entry, where)
@@ -158,7 +162,7 @@ def build_view(body: Mapping[str, Any]) -> View:
             last = messages[-1]
             extra = [piece for i in rest
                      for piece in (_chat_part(parts[i], f"{where}.parts[{i}]"),
-                                   *(_signature(parts[i]) if index >= current else ()))]
+                                   *(_signature(parts[i], streamed) if index >= current else ()))]
             head = last["content"] if isinstance(last["content"], list) else [{"type": "text", "text": last["content"]}]
             messages[-1] = {**last, "content": [*head, *extra]}
             refs[-1] = _Ref(index, (responses[-1], *rest))
@@ -177,7 +181,7 @@ def build_view(body: Mapping[str, Any]) -> View:
                 else:
                     chat_parts.append(_chat_part(parts[i], f"{where}.parts[{i}]"))
                 if index >= current:
-                    chat_parts.extend(_signature(parts[i]))
+                    chat_parts.extend(_signature(parts[i], streamed))
             message: dict[str, Any] = {"role": role, "content": chat_parts or None}
             if calls:
                 message["tool_calls"] = calls
