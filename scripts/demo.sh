@@ -3,9 +3,7 @@
 # a 8.9k-token agent conversation trimmed to fit a 7,000-token window, and a request that is blocked.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+. scripts/setup.sh
 export LITELLM_LOCAL_MODEL_COST_MAP=True
 summary='import json,sys; d=json.load(sys.stdin); r=d["report"]; print(json.dumps({k: r[k] for k in ("tokens_before","tokens_after","target","dropped_turns")}), "\n", "\n ".join(json.dumps(a) for a in r["actions"]))'
 echo "== budget-hook count --model gpt-4o examples/agent_request.json"

@@ -5,9 +5,7 @@
 # Offline: no remote model-cost map, no Hugging Face downloads, no .env loading (see README, "Offline").
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e .
+. scripts/setup.sh
 export LITELLM_LOCAL_MODEL_COST_MAP=True LITELLM_LOG=${LITELLM_LOG:-ERROR} HF_HUB_OFFLINE=1 \
        LITELLM_DONT_SHOW_FEEDBACK_BOX=true LITELLM_MODE=PRODUCTION
 echo "budget_hook: starting the LiteLLM proxy on http://${HOST:-127.0.0.1}:${PORT:-4000} with ${CONFIG:-litellm_config.yaml}" >&2

@@ -4,9 +4,7 @@
 #   bash scripts/test.sh -k trim    # extra arguments go to pytest
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PYTHON=${PYTHON:-python3}
-[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
-.venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+EXTRAS=test . scripts/setup.sh
 # The end-to-end tests of shared learning start a real Redis server (Debian's redis-server) on 127.0.0.1.
 if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
     SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo "sudo -n")
