@@ -49,7 +49,7 @@ def run(data, call_type: str = "acompletion", which: str = "gpt", seconds: int =
     except BudgetHookHTTPError as error:
         assert error.status_code == 400, f"{error.status_code}: {error.message}"
         assert error.message and len(error.message) < 4000
-        if error.code == "invalid_request":  # malformed input: the message names the field
+        if error.error_code == "invalid_request":  # malformed input: the message names the field
             assert error.param and error.param in error.message, error.message
         return "rejected", error
     finally:
@@ -208,7 +208,7 @@ def test_deep_client_data_is_a_400_naming_the_field_on_every_endpoint(call_type,
     """A 300-deep tool schema used to raise RecursionError inside the plugin, which then failed open."""
     for which in ("gpt", "claude"):
         outcome, error = run(json.loads(json.dumps(body)), call_type, which)
-        assert outcome == "rejected" and error.code == "invalid_request" and error.param.startswith(field)
+        assert outcome == "rejected" and error.error_code == "invalid_request" and error.param.startswith(field)
         assert "nested more than 100 levels deep" in error.message
 
 

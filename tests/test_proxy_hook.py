@@ -16,6 +16,7 @@ from litellm.proxy._types import UserAPIKeyAuth
 
 import budget_hook.pipeline.decider as pipeline_decide
 import budget_hook.proxy.hook as proxy_module
+import budget_hook.proxy.loglines as loglines
 from budget_hook.budget import ModelLimits
 from budget_hook.counting import TokenCounter
 from budget_hook.policy.settings import load_settings
@@ -91,7 +92,7 @@ def test_block_raises_a_400_http_exception_with_openai_attributes_and_records_it
     with pytest.raises(BudgetHookHTTPError) as caught:
         run_hook(make_plugin(), data)
     error = caught.value
-    assert error.status_code == 400 and error.type == "invalid_request_error" and error.code == "context_length_exceeded"
+    assert error.status_code == 400 and error.type == "invalid_request_error" and error.error_code == "context_length_exceeded"
     assert "model group 'g'" in error.message and "maximum context length is 4000 tokens" in error.message
     assert error.detail["budget_hook"]["tokens_before"] > 6000
     assert data["metadata"]["budget_hook"]["action"] == "blocked"  # recorded before raising, for the failure log
@@ -128,7 +129,7 @@ def test_malformed_request_gets_a_400_naming_the_field():
     with pytest.raises(BudgetHookHTTPError) as caught:
         run_hook(make_plugin(), {"model": "g", "messages": [{"role": "user", "content": 42}]})
     assert caught.value.status_code == 400 and caught.value.param == "messages[0].content"
-    assert caught.value.code == "invalid_request"
+    assert caught.value.error_code == "invalid_request"
 
 
 @pytest.mark.parametrize("value", ["lots", -5, 0, True, {"n": 1}])
@@ -283,7 +284,7 @@ def test_model_override_applies_through_a_router_alias():
 def test_unknown_window_block_is_not_called_a_context_overflow():
     with pytest.raises(BudgetHookHTTPError) as caught:
         run_hook(make_plugin(None, unknown_window="block"), long_chat(turns=1))
-    assert caught.value.code == "model_window_unknown" and "context_length_exceeded" not in caught.value.message
+    assert caught.value.error_code == "model_window_unknown" and "context_length_exceeded" not in caught.value.message
 
 
 def log_records(plugin, outcome, kwargs, response=None):
@@ -530,7 +531,7 @@ def test_responses_blocks_name_the_responses_fields():
     data = {"model": "g", "input": "word " * 6000}
     with pytest.raises(BudgetHookHTTPError) as caught:
         run_hook(make_plugin(), data, call_type="aresponses")
-    assert caught.value.param == "input" and caught.value.code == "context_length_exceeded"
+    assert caught.value.param == "input" and caught.value.error_code == "context_length_exceeded"
     with pytest.raises(BudgetHookHTTPError) as caught:
         run_hook(make_plugin(), {"model": "g", "input": "hi", "max_output_tokens": 3990}, call_type="aresponses")
     assert caught.value.param == "max_output_tokens"
@@ -582,7 +583,7 @@ def test_records_and_log_lines_are_bounded_whatever_the_client_sends(monkeypatch
     assert len(json.dumps(record)) < 40_000 and len(json.dumps(out["metadata"]["spend_logs_metadata"])) < 40_000
     [line] = log_records(plugin, "success", {"litellm_call_id": data["litellm_call_id"]})
     assert len(json.dumps(line)) < 64 * 1024
-    monkeypatch.setattr(proxy_module, "MAX_LOG_LINE_CHARS", 2_000)
+    monkeypatch.setattr(loglines, "MAX_LOG_LINE_CHARS", 2_000)
     run_hook(plugin, data := {**data, "litellm_call_id": "big"})
     [line] = log_records(plugin, "success", {"litellm_call_id": "big"})
     assert len(json.dumps(line)) < 2_000 and "truncated" in json.dumps(line)
@@ -658,7 +659,7 @@ def test_routes_that_reach_a_model_in_an_unread_format_are_refused_unless_the_op
     body = {"model": "g", "input": "word " * 30_000}
     with pytest.raises(BudgetHookHTTPError) as caught:
         run_hook(make_plugin(), dict(body), call_type="acreate_interaction")
-    assert caught.value.status_code == 400 and caught.value.code == "route_not_budgeted"
+    assert caught.value.status_code == 400 and caught.value.error_code == "route_not_budgeted"
     assert "acreate_interaction" in caught.value.message
     assert run_hook(make_plugin(unknown_routes="pass"), dict(body), call_type="acreate_interaction") is None
     for call_type in ("aimage_generation", "atranscription", "afile_content"):  # no model window involved

@@ -132,8 +132,8 @@ class DecisionRecord:
                 "truncated": list(inputs.truncated)})
         block = decision.block
         if block is not None:
-            values["block"] = {"kind": block.kind, "message": _cut(block.message), "param": block.param,
-                               "facts": dict(block.facts)}
+            values["block"] = {"kind": block.kind, "code": block.code, "message": _cut(block.message),
+                               "param": block.param, "facts": dict(block.facts)}
             if values.get("budget") is None and "budget" in block.facts:
                 values["budget"] = {k: block.facts[k] for k in ("window", "output_reserve", "output_reserve_source",
                                                                 "safety_margin", "cap", "budget") if k in block.facts}
@@ -208,15 +208,16 @@ class DecisionRecord:
         return record
 
     def headers(self) -> dict[str, str]:
-        """``x-budget-*`` response headers summarising the decision."""
+        """``x-budget-*`` response headers summarising the decision (every one of ``BUDGET_HEADERS`` that
+        applies; none negative: a budget the output allowance leaves no room for reads 0)."""
         headers = {"x-budget-decision": self.action, "x-budget-mode": self.mode or ""}
         for name, value in (("x-budget-tokens-before", self.tokens_before),
                             ("x-budget-tokens-after", self.tokens_after), ("x-budget-window", self.window)):
             if value is not None:
                 headers[name] = str(value)
         if self.budget is not None and self.budget.get("budget") is not None:
-            headers["x-budget-input-budget"] = str(self.budget["budget"])
-        if self.counts is not None:
+            headers["x-budget-input-budget"] = str(max(0, int(self.budget["budget"])))
+        if self.counts is not None or self.inputs is not None or self.block is not None:
             headers["x-budget-dropped-messages"] = str(self.dropped_messages)
             headers["x-budget-edited-messages"] = str(self.edited_messages)
         if self.method:
@@ -226,4 +227,10 @@ class DecisionRecord:
         return {k: v for k, v in headers.items() if v}
 
 
-__all__ = ["DecisionRecord"]
+#: every header ``DecisionRecord.headers`` can write (what browsers must be allowed to read)
+BUDGET_HEADERS = ("x-budget-decision", "x-budget-mode", "x-budget-tokens-before", "x-budget-tokens-after",
+                  "x-budget-window", "x-budget-input-budget", "x-budget-dropped-messages",
+                  "x-budget-edited-messages", "x-budget-count-method")
+
+
+__all__ = ["BUDGET_HEADERS", "DecisionRecord"]

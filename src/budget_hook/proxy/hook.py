@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
 import json
 import logging
 import sys
@@ -34,19 +33,22 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import litellm
-from fastapi import HTTPException
 from litellm.integrations.custom_logger import CustomLogger
+from litellm.proxy._types import ProxyException
 
 from ..budget import ModelLimits
 from ..counting.cache import COUNT_CACHE
 from ..errors import PolicyError
 from ..learning import Calibration
 from ..pipeline import BudgetRequest, Caller, Decision, DecisionRecord, InternalFailure, decide, estimate
+from ..pipeline.record import BUDGET_HEADERS
 from ..policy import PluginSettings, load_settings
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, UNREAD_MODEL_CALL_TYPES
+from .app_hooks import expose, wrap_error_handler
 from .client_input import SETTINGS_NAME, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, unread_route_error
 from .feedback import learn_from_error, learn_from_usage, provider_prompt_tokens
+from .loglines import bounded_line, describe_error
 from .offload import Offloader
 from .provider_count import ProviderCounter, group_target
 from .records import RecordStore
@@ -63,25 +65,32 @@ from .windows import (
 logger = logging.getLogger("budget_hook")
 
 
-class BudgetHookHTTPError(HTTPException):
+class BudgetHookHTTPError(ProxyException):
     """An error the proxy turns into a clean JSON error on every endpoint, streaming included.
 
-    A ``fastapi.HTTPException`` subclass because that is what the proxy answers with its own status
-    (a plain exception becomes a 500, which clients retry) *and* reports to failure callbacks. The
-    OpenAI-style attributes are read by the proxy's error formatting.
+    A ``ProxyException``: the proxy passes it through as it is (an ``HTTPException`` it rebuilds, writing
+    the HTTP status into ``error.code``), answers with its status, logs it as a client error (one line, no
+    traceback) and reports it to failure callbacks. ``code`` stays the HTTP status the proxy reads;
+    ``to_dict`` writes the provider's own ``error.code`` (``context_length_exceeded``), which OpenAI's SDK,
+    openai-agents and pydantic-ai read to recognise an overflow.
     """
 
-    def __init__(self, spec: ErrorSpec) -> None:
-        self.message = spec.message
-        self.type = spec.type
-        self.code = spec.code
-        self.param = spec.param
+    def __init__(self, spec: ErrorSpec, headers: Mapping[str, str] | None = None) -> None:
+        facts = {"code": spec.code, **({"budget_hook": dict(spec.facts)} if spec.facts else {})}
+        super().__init__(message=spec.message, type=spec.type, param=spec.param, code=spec.status_code,
+                         openai_code=spec.code, provider_specific_fields=facts,
+                         headers=dict(headers) if headers else None)
+        self.status_code = spec.status_code
+        self.error_code = spec.code
         detail: dict[str, Any] = {"error": spec.message, "type": spec.type, "code": spec.code}
         if spec.param:
             detail["param"] = spec.param
         if spec.facts:
             detail["budget_hook"] = dict(spec.facts)
-        super().__init__(status_code=spec.status_code, detail=detail)
+        self.detail = detail
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "code": self.error_code}
 
 
 def _install_stderr_handler() -> None:
@@ -198,6 +207,7 @@ class BudgetHookPlugin(CustomLogger):
         self.offloader = Offloader(threads=settings.counting_threads, offload_chars=settings.offload_chars)
         self.learning = SharedLearning(settings.learning, redis=_litellm_redis)
         self.provider_counter = ProviderCounter()
+        self._app_hooked = False
         COUNT_CACHE.configure(settings.count_cache_entries)
         if settings.log_to_stderr:
             _install_stderr_handler()
@@ -213,6 +223,13 @@ class BudgetHookPlugin(CustomLogger):
     # --- pre-call: decide, record, trim or block ---------------------------------------------------
 
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: str) -> Any:
+        if not self._app_hooked:  # once, when the proxy serves (its middleware stack is built by then)
+            self._app_hooked = True
+            with contextlib.suppress(Exception):
+                from litellm.proxy import proxy_server
+
+                expose(proxy_server.app, BUDGET_HEADERS)
+                wrap_error_handler(proxy_server.app, ProxyException, self._restore_block)
         if not isinstance(data, dict):
             return None
         shape = SHAPES.for_call_type(call_type)
@@ -259,7 +276,9 @@ class BudgetHookPlugin(CustomLogger):
             self._mark_decided(data, _Decided(marker, replace(request, body={}), decision.limits,
                                               decision.resolved.policy.fail_mode, content))
         if decision.action == "blocked":
-            raise BudgetHookHTTPError(block_error(decision, shape))
+            # the headers ride on the error itself: routes that answer errors their own way (Anthropic's
+            # /v1/messages, /completions) never ask the response-headers hook
+            raise BudgetHookHTTPError(block_error(decision, shape), headers=record.headers())
         return forwarded
 
     async def _learned(self, limits: ModelLimits) -> tuple[ModelLimits, Calibration]:
@@ -287,6 +306,18 @@ class BudgetHookPlugin(CustomLogger):
                                   provider_note=note)
         again = replace(request, calibration=calibration)
         return await self.offloader.run(lambda: decide(again, self.settings), request.body)
+
+    def _restore_block(self, exc: Any) -> None:
+        """A route rebuilt our block as a plain ``ProxyException`` (``error.code`` = the HTTP status, no
+        ``x-budget-*`` headers): give it back the provider's code and the headers, by call id."""
+        if isinstance(exc, BudgetHookHTTPError) or not isinstance(getattr(exc, "headers", None), dict):
+            return
+        record = self.records.find(exc.headers.get("x-litellm-call-id"))
+        if record is None or record.block is None or record.action != "blocked":
+            return
+        code = str(record.block.get("code") or "context_length_exceeded")
+        exc.headers.update(record.headers())
+        exc.to_dict = lambda: {**ProxyException.to_dict(exc), "code": code}
 
     def _already_decided(self, data: Mapping[str, Any], key: str) -> bool:
         """True when this very body already went through this plugin: its metadata holds the record object
@@ -445,39 +476,6 @@ class BudgetHookPlugin(CustomLogger):
             logger.info(bounded_line(entry))
         except Exception:  # a logging problem must never affect the response
             logger.exception("budget_hook: could not write the decision record")
-
-
-def describe_error(exception: Any, *, with_text: bool = False) -> str | None:
-    """A provider error as its class, status and a hash of its message: provider messages can quote the
-    prompt (an invalid image URL, a rejected message), so the text itself is logged only when the operator
-    asked for content in logs (``log_dropped_content``)."""
-    if exception is None:
-        return None
-    text = str(exception)
-    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    status = getattr(exception, "status_code", None)
-    summary = f"{type(exception).__name__} (status {status}; message sha256 {digest}, {len(text)} chars)"
-    return f"{summary}: {text[:2000]}" if with_text else summary
-
-
-#: one log line is at most this many characters: beyond it the record's lists are left out (and said so)
-MAX_LOG_LINE_CHARS = 64 * 1024
-
-
-def bounded_line(entry: dict[str, Any]) -> str:
-    line = json.dumps(entry, default=str, ensure_ascii=False)
-    if len(line) <= MAX_LOG_LINE_CHARS:
-        return line
-    decision = {k: v for k, v in entry.get("decision", {}).items() if not isinstance(v, (list, dict))
-                or k in ("budget", "counts")}
-    line = json.dumps({**entry, "decision": {**decision, "truncated": f"lists left out: {len(line)} chars"}},
-                      default=str, ensure_ascii=False)
-    if len(line) <= MAX_LOG_LINE_CHARS:
-        return line
-    essentials = {k: entry.get(k) for k in ("event", "outcome", "call_id", "model_group")}
-    return json.dumps({**essentials, "decision": {k: decision.get(k) for k in ("action", "tokens_before",
-                                                                            "tokens_after")},
-                       "truncated": f"record over {MAX_LOG_LINE_CHARS} chars"}, default=str, ensure_ascii=False)
 
 
 def _attach(data: dict, key: str, record: DecisionRecord) -> dict[str, Any]:

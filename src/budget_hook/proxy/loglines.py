@@ -1,0 +1,45 @@
+"""The JSON log line of a request: a provider error described without its text, and a bounded size.
+
+Contract: ``describe_error(exception)`` is the error's class, HTTP status and a hash of its message (the
+text only with ``with_text``: provider messages can quote the prompt); ``bounded_line(entry)`` is the JSON
+line, at most ``MAX_LOG_LINE_CHARS`` characters (the record's lists left out first, and said so).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+
+def describe_error(exception: Any, *, with_text: bool = False) -> str | None:
+    """A provider error as its class, status and a hash of its message: provider messages can quote the
+    prompt (an invalid image URL, a rejected message), so the text itself is logged only when the operator
+    asked for content in logs (``log_dropped_content``)."""
+    if exception is None:
+        return None
+    text = str(exception)
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    status = getattr(exception, "status_code", None)
+    summary = f"{type(exception).__name__} (status {status}; message sha256 {digest}, {len(text)} chars)"
+    return f"{summary}: {text[:2000]}" if with_text else summary
+
+
+#: one log line is at most this many characters: beyond it the record's lists are left out (and said so)
+MAX_LOG_LINE_CHARS = 64 * 1024
+
+
+def bounded_line(entry: dict[str, Any]) -> str:
+    line = json.dumps(entry, default=str, ensure_ascii=False)
+    if len(line) <= MAX_LOG_LINE_CHARS:
+        return line
+    decision = {k: v for k, v in entry.get("decision", {}).items() if not isinstance(v, (list, dict))
+                or k in ("budget", "counts")}
+    line = json.dumps({**entry, "decision": {**decision, "truncated": f"lists left out: {len(line)} chars"}},
+                      default=str, ensure_ascii=False)
+    if len(line) <= MAX_LOG_LINE_CHARS:
+        return line
+    essentials = {k: entry.get(k) for k in ("event", "outcome", "call_id", "model_group")}
+    return json.dumps({**essentials, "decision": {k: decision.get(k) for k in ("action", "tokens_before",
+                                                                            "tokens_after")},
+                       "truncated": f"record over {MAX_LOG_LINE_CHARS} chars"}, default=str, ensure_ascii=False)

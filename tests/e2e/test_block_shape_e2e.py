@@ -1,0 +1,92 @@
+"""End to end: a block reads like the provider's own overflow, carries its headers, and logs no traceback.
+
+Through the session's real proxy (tests/e2e/conftest.py) on every budgeted route. It checks:
+
+* OpenAI shapes (``/chat/completions``, streaming too, ``/v1/responses``, ``/completions``, ``/embeddings``):
+  ``error.code == "context_length_exceeded"``, ``type: invalid_request_error``, OpenAI's sentence. Without
+  the plugin's error LiteLLM writes the HTTP status (``"400"``) into ``error.code``, and ``/completions`` and
+  ``/embeddings`` rebuild the error; the plugin wraps the proxy's ``ProxyException`` handler to put the code
+  and headers back.
+* ``/v1/messages``: Anthropic's error shape and ``prompt is too long: N tokens > M maximum``.
+* every block carries the ``x-budget-*`` headers, none negative, and browsers may read them
+  (``access-control-expose-headers``);
+* the openai SDK (a real client library) sees ``BadRequestError`` with ``code == "context_length_exceeded"``;
+* the proxy writes no traceback for a client's block.
+"""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from budget_hook.pipeline.record import BUDGET_HEADERS
+
+from .harness import Process
+
+pytestmark = pytest.mark.e2e
+
+BIG = "e2e-block-shape " + "word " * 9000
+HEADERS = {"authorization": "Bearer sk-default", "origin": "http://app.example"}
+ROUTES = {
+    "/v1/chat/completions": {"model": "small", "max_tokens": 100, "messages": [{"role": "user", "content": BIG}]},
+    "/v1/responses": {"model": "small", "max_output_tokens": 100, "input": BIG},
+    "/v1/completions": {"model": "small", "max_tokens": 100, "prompt": BIG},
+    "/v1/embeddings": {"model": "emb", "input": [BIG]},
+}
+
+
+def post(proxy: Process, path: str, body: dict) -> httpx.Response:
+    return httpx.post(f"{proxy.base_url}{path}", json=body, headers=HEADERS, timeout=60)
+
+
+def assert_budget_headers(response: httpx.Response) -> None:
+    headers = response.headers
+    assert headers["x-budget-decision"] == "blocked"
+    for name in BUDGET_HEADERS:
+        assert name in headers, name
+    for name in ("x-budget-tokens-before", "x-budget-window", "x-budget-input-budget", "x-budget-dropped-messages"):
+        assert int(headers[name]) >= 0, name
+    exposed = {h.strip().lower() for h in headers["access-control-expose-headers"].split(",")}
+    assert set(BUDGET_HEADERS) <= exposed
+
+
+@pytest.mark.parametrize("path", sorted(ROUTES))
+def test_openai_shapes_say_context_length_exceeded_with_their_headers(proxy, path):
+    response = post(proxy, path, ROUTES[path])
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["type"]) == ("context_length_exceeded", "invalid_request_error")
+    assert "maximum context length is" in error["message"]
+    assert_budget_headers(response)
+
+
+def test_a_streamed_chat_block_reads_the_same(proxy):
+    response = post(proxy, "/v1/chat/completions", {**ROUTES["/v1/chat/completions"], "stream": True})
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "context_length_exceeded"
+    assert_budget_headers(response)
+
+
+def test_anthropic_messages_block_uses_anthropic_s_words_and_headers(proxy):
+    body = {"model": "claude", "max_tokens": 100, "messages": [{"role": "user", "content": BIG}]}
+    response = post(proxy, "/v1/messages", body)
+    assert response.status_code == 400
+    payload = response.json()
+    assert payload["type"] == "error" and payload["error"]["type"] == "invalid_request_error"
+    assert payload["error"]["message"].startswith("prompt is too long: ")
+    assert_budget_headers(response)
+
+
+def test_the_openai_sdk_classifies_a_block_as_a_context_overflow(proxy):
+    client = openai.OpenAI(base_url=f"{proxy.base_url}/v1", api_key="sk-default", max_retries=0)
+    with pytest.raises(openai.BadRequestError) as caught:
+        client.chat.completions.create(**ROUTES["/v1/chat/completions"])
+    assert caught.value.status_code == 400 and caught.value.code == "context_length_exceeded"
+
+
+def test_blocks_write_no_traceback(proxy):
+    before = proxy.stderr().count("Traceback")
+    for path, body in ROUTES.items():
+        post(proxy, path, body)
+    assert proxy.stderr().count("Traceback") == before
