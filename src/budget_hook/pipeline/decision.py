@@ -83,7 +83,10 @@ class Decision:
             return self.report.tokens_after
         if self.inputs:
             return self.inputs.total
-        return self.block.facts.get("tokens_after_trimming") if self.block else None
+        if self.block is None:
+            return None
+        # a block forwards nothing; what trimming reached, else the request as it came
+        return self.block.facts.get("tokens_after_trimming", self.block.facts.get("tokens_before"))
 
 
 def shadowed(action: Action, mode: str) -> Action:

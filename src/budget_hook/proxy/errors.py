@@ -33,6 +33,8 @@ def block_error(decision: Decision, shape: Shape) -> ErrorSpec:
     message = f"budget_hook blocked this request ({block.code}): {block.message}"
     if block.kind == "cannot_fit" and shape.overflow_wording is not None:
         message = f"{shape.overflow_wording(block.facts, decision.tokens_before)} {message}"
+    elif block.kind == "output_reserve" and shape.reserve_wording is not None:
+        message = f"{shape.reserve_wording(block.facts, decision.tokens_before)} {message}"
     param = block.param or {"cannot_fit": shape.param, "output_reserve": shape.output_param}.get(block.kind)
     return ErrorSpec(400, message, "invalid_request_error", block.code, param, block.facts)
 

@@ -366,6 +366,14 @@ def _overflow_wording(facts: Mapping[str, Any], tokens_before: int | None) -> st
     return f"prompt is too long: {tokens} tokens > {facts.get('budget')} maximum."
 
 
+def _reserve_wording(facts: Mapping[str, Any], tokens_before: int | None) -> str:
+    # Anthropic's sentence when input and max_tokens together exceed the window: clients (Claude Code, the
+    # SDKs' users) lower max_tokens and retry on it.
+    tokens = facts.get("tokens_before", tokens_before)
+    return (f"input length and `max_tokens` exceed context limit: {tokens} + {facts.get('output_reserve')} > "
+            f"{facts.get('window')}, decrease input length or `max_tokens` and try again.")
+
+
 def _problems(body: Mapping[str, Any]) -> list[str]:
     messages = body.get("messages")
     return anthropic_pairing_problems(messages) if isinstance(messages, list) else []
@@ -382,6 +390,7 @@ SHAPE = ConversationShape(
     output_param="max_tokens",
     detect=_detect,
     overflow_wording=_overflow_wording,
+    reserve_wording=_reserve_wording,
     view=build_view,
     apply=_apply,
     writers=WRITERS,

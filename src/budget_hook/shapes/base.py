@@ -140,6 +140,8 @@ class Shape:
     detect: Callable[[Mapping[str, Any]], bool]
     #: the provider's own overflow sentence, put first in a block's message; None: OpenAI's wording only
     overflow_wording: Wording | None = None
+    #: the same when the output allowance leaves no room (Anthropic words it apart)
+    reserve_wording: Wording | None = None
 
     @property
     def kind(self) -> Literal["conversation", "inputs"]:
