@@ -16,6 +16,8 @@ Through the session's real proxy (tests/e2e/conftest.py) on every budgeted route
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import openai
 import pytest
@@ -101,3 +103,24 @@ def test_an_anthropic_max_tokens_block_uses_anthropic_s_second_sentence(proxy):
     assert message.startswith("input length and `max_tokens` exceed context limit: ") and " + 3990 > 4000," in message
     assert "decrease input length or `max_tokens` and try again" in message
     assert_budget_headers(response)
+
+
+def test_a_streamed_responses_block_is_a_response_failed_event(proxy):
+    """Codex compacts when a streamed turn fails with ``response.failed`` and code context_length_exceeded;
+    a plain 400 would end its turn with the raw JSON."""
+    body = {**ROUTES["/v1/responses"], "stream": True}
+    with httpx.stream("POST", f"{proxy.base_url}/v1/responses", json=body, headers=HEADERS, timeout=60) as response:
+        text = response.read().decode()
+    assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+    events = [json.loads(line.removeprefix("data: ")) for line in text.splitlines() if line.startswith("data: ")]
+    assert [e["type"] for e in events] == ["response.created", "response.failed"]
+    failed = events[-1]["response"]
+    assert failed["status"] == "failed" and failed["error"]["code"] == "context_length_exceeded"
+    assert_budget_headers(response)
+
+
+def test_the_openai_sdk_sees_the_streamed_failure(proxy):
+    client = openai.OpenAI(base_url=f"{proxy.base_url}/v1", api_key="sk-default", max_retries=0)
+    stream = client.responses.create(**ROUTES["/v1/responses"], stream=True)
+    failed = [event for event in stream if event.type == "response.failed"]
+    assert failed and failed[0].response.error.code == "context_length_exceeded"

@@ -86,7 +86,8 @@ class Decision:
         if self.block is None:
             return None
         # a block forwards nothing; what trimming reached, else the request as it came
-        return self.block.facts.get("tokens_after_trimming", self.block.facts.get("tokens_before"))
+        value = self.block.facts.get("tokens_after_trimming", self.block.facts.get("tokens_before"))
+        return value if isinstance(value, int) else None
 
 
 def shadowed(action: Action, mode: str) -> Action:

@@ -8,9 +8,11 @@ none of them: a simple CORS response exposes only what the middleware lists, and
 
 ``wrap_error_handler(app, exception_type, rewrite)`` wraps the handler the app's built exception
 middleware uses for ``exception_type`` (LiteLLM's ``ProxyException``): ``rewrite(exc)`` runs on every such
-exception before the original handler renders it. Some routes (``/completions``, ``/embeddings``) rebuild
-the plugin's error as a plain ``ProxyException`` with the HTTP status as its ``error.code`` and none of its
-headers; the rewrite finds the block by call id and puts them back. Returns whether it wrapped.
+exception before the original handler renders it, and may return the response to send instead (a
+streamed ``/v1/responses`` block is answered as a ``response.failed`` event). Some routes
+(``/completions``, ``/embeddings``) rebuild the plugin's error as a plain ``ProxyException`` with the HTTP
+status as its ``error.code`` and none of its headers; the rewrite finds the block by call id and puts
+them back. Returns whether it wrapped.
 """
 
 from __future__ import annotations
@@ -61,9 +63,10 @@ def wrap_error_handler(app: Any, exception_type: type, rewrite: Any) -> bool:
                 original = handlers[exception_type]
 
                 async def handler(request: Any, exc: Any, _original: Any = original) -> Any:
+                    replacement = None
                     with contextlib.suppress(Exception):  # never stand between an error and its answer
-                        rewrite(exc)
-                    return await _original(request, exc)
+                        replacement = rewrite(exc)
+                    return replacement if replacement is not None else await _original(request, exc)
 
                 handlers[exception_type] = handler
                 wrapped = True

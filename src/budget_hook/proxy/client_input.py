@@ -3,7 +3,8 @@
 Contract: ``read_client_input(data, metadata_key)`` returns a ``ClientInput``: the stricter cap the
 client asks for, from ``<metadata_key>.budget_hook.max_input_tokens`` or the ``x-budget-max-input-tokens``
 header (the lower of both), the client-sent settings that are not the client's to set (reported), or
-the problem with what it sent (the field at fault and why). It never raises.
+the problem with what it sent (the field at fault and why). It never raises. ``caller_of(user)`` is the
+caller as LiteLLM authenticated it (team, key, their admin metadata), read by attribute.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..pipeline import ClientInput, ClientProblem
+from ..pipeline import Caller, ClientInput, ClientProblem
 
 SETTINGS_NAME = "budget_hook"
 CLIENT_CAP_HEADER = "x-budget-max-input-tokens"
@@ -74,3 +75,17 @@ def _positive_int(value: Any, where: str) -> int:
         shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
         raise _Invalid(where, f"{where} must be a positive integer (a stricter input cap), got {shown}")
     return value
+
+
+def caller_of(user_api_key_dict: Any) -> Caller:
+    """The caller as LiteLLM authenticated it, built once per request."""
+    def text(name: str) -> str | None:
+        value = getattr(user_api_key_dict, name, None)
+        return value if isinstance(value, str) else None
+
+    def metadata(name: str) -> Mapping[str, Any] | None:
+        value = getattr(user_api_key_dict, name, None)
+        return value if isinstance(value, Mapping) else None
+
+    return Caller(team_id=text("team_id"), team_alias=text("team_alias"), key_alias=text("key_alias"),
+                  key_hash=text("token"), team_metadata=metadata("team_metadata"), key_metadata=metadata("metadata"))

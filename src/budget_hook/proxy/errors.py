@@ -9,6 +9,8 @@ failure. The adapter raises them as the HTTP exception LiteLLM answers with.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,3 +60,15 @@ def unread_route_error(call_type: str) -> ErrorSpec:
         "invalid_request_error",
         "route_not_budgeted",
     )
+
+
+def responses_failed_events(call_id: Any, code: str, message: str) -> str:
+    """The Responses API's streamed failure, as SSE text: ``response.created`` then ``response.failed``
+    whose ``response.error.code`` is the block's code (``context_length_exceeded``). Codex compacts on it,
+    where a plain HTTP 400 fails its turn with the raw JSON."""
+    response = {"id": f"resp_budget_hook_{call_id or 'blocked'}", "object": "response", "created_at": int(time.time()),
+                "status": "in_progress", "error": None, "incomplete_details": None, "output": [], "usage": None}
+    failed = {**response, "status": "failed", "error": {"code": code, "message": message}}
+    events = [("response.created", {"type": "response.created", "sequence_number": 0, "response": response}),
+              ("response.failed", {"type": "response.failed", "sequence_number": 1, "response": failed})]
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)

@@ -40,13 +40,13 @@ from ..budget import ModelLimits
 from ..counting.cache import COUNT_CACHE
 from ..errors import PolicyError
 from ..learning import Calibration
-from ..pipeline import BudgetRequest, Caller, Decision, DecisionRecord, InternalFailure, decide, estimate
+from ..pipeline import BudgetRequest, Decision, DecisionRecord, InternalFailure, decide, estimate
 from ..pipeline.record import BUDGET_HEADERS
 from ..policy import PluginSettings, load_settings
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, UNREAD_MODEL_CALL_TYPES
 from .app_hooks import expose, wrap_error_handler
-from .client_input import SETTINGS_NAME, read_client_input
-from .errors import ErrorSpec, block_error, internal_error, unread_route_error
+from .client_input import SETTINGS_NAME, caller_of, read_client_input
+from .errors import ErrorSpec, block_error, internal_error, responses_failed_events, unread_route_error
 from .feedback import learn_from_error, learn_from_usage, provider_prompt_tokens
 from .loglines import bounded_line, describe_error
 from .offload import Offloader
@@ -56,6 +56,7 @@ from .shared import SharedLearning
 from .windows import (
     WindowCache,
     combine,
+    covers,
     deployment_limits,
     limits_from_router,
     listed_groups,
@@ -82,6 +83,8 @@ class BudgetHookHTTPError(ProxyException):
                          headers=dict(headers) if headers else None)
         self.status_code = spec.status_code
         self.error_code = spec.code
+        #: a streamed /v1/responses call: answered as a ``response.failed`` event (``responses_failed_stream``)
+        self.streamed_responses = False
         detail: dict[str, Any] = {"error": spec.message, "type": spec.type, "code": spec.code}
         if spec.param:
             detail["param"] = spec.param
@@ -91,6 +94,14 @@ class BudgetHookHTTPError(ProxyException):
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "code": self.error_code}
+
+
+def responses_failed_stream(error: BudgetHookHTTPError) -> Any:
+    """A streamed ``/v1/responses`` block as the Responses API's own failure events (``errors``)."""
+    from fastapi.responses import StreamingResponse
+
+    body = responses_failed_events(error.headers.get("x-litellm-call-id"), error.error_code, error.message)
+    return StreamingResponse(iter([body]), status_code=200, media_type="text/event-stream", headers=error.headers)
 
 
 def _install_stderr_handler() -> None:
@@ -148,14 +159,6 @@ def _router_deployment_limits(key: str) -> ModelLimits | None:
     return deployment_limits(_router(), group, deployment_id)
 
 
-def _covers(attempt: ModelLimits, first: ModelLimits) -> bool:
-    """The attempt's deployment takes whatever fit the first decision: at least its window, counted alike,
-    no larger output filled in."""
-    return (attempt.window is not None and first.window is not None and attempt.window >= first.window
-            and (attempt.counting_model, attempt.base_model) == (first.counting_model, first.base_model)
-            and (attempt.filled_output_tokens or 0) <= (first.filled_output_tokens or 0))
-
-
 @dataclass(frozen=True)
 class _Decided:
     """What the pre-call decision leaves for the attempts: the record object attached to the body (an
@@ -168,20 +171,6 @@ class _Decided:
     limits: ModelLimits
     fail_mode: str
     content: Mapping[str, Any]
-
-
-def caller_of(user_api_key_dict: Any) -> Caller:
-    """The caller as LiteLLM authenticated it, built once per request."""
-    def text(name: str) -> str | None:
-        value = getattr(user_api_key_dict, name, None)
-        return value if isinstance(value, str) else None
-
-    def metadata(name: str) -> Mapping[str, Any] | None:
-        value = getattr(user_api_key_dict, name, None)
-        return value if isinstance(value, Mapping) else None
-
-    return Caller(team_id=text("team_id"), team_alias=text("team_alias"), key_alias=text("key_alias"),
-                  key_hash=text("token"), team_metadata=metadata("team_metadata"), key_metadata=metadata("metadata"))
 
 
 class BudgetHookPlugin(CustomLogger):
@@ -278,7 +267,9 @@ class BudgetHookPlugin(CustomLogger):
         if decision.action == "blocked":
             # the headers ride on the error itself: routes that answer errors their own way (Anthropic's
             # /v1/messages, /completions) never ask the response-headers hook
-            raise BudgetHookHTTPError(block_error(decision, shape), headers=record.headers())
+            error = BudgetHookHTTPError(block_error(decision, shape), headers=record.headers())
+            error.streamed_responses = shape.name == "responses" and data.get("stream") is True
+            raise error
         return forwarded
 
     async def _learned(self, limits: ModelLimits) -> tuple[ModelLimits, Calibration]:
@@ -307,17 +298,21 @@ class BudgetHookPlugin(CustomLogger):
         again = replace(request, calibration=calibration)
         return await self.offloader.run(lambda: decide(again, self.settings), request.body)
 
-    def _restore_block(self, exc: Any) -> None:
-        """A route rebuilt our block as a plain ``ProxyException`` (``error.code`` = the HTTP status, no
-        ``x-budget-*`` headers): give it back the provider's code and the headers, by call id."""
-        if isinstance(exc, BudgetHookHTTPError) or not isinstance(getattr(exc, "headers", None), dict):
-            return
+    def _restore_block(self, exc: Any) -> Any:
+        """A streamed ``/v1/responses`` block is answered as the Responses API's own ``response.failed``
+        event (what Codex compacts on). A route that rebuilt our block as a plain ``ProxyException``
+        (``error.code`` = the HTTP status, no ``x-budget-*`` headers) gets the code and headers back."""
+        if isinstance(exc, BudgetHookHTTPError):
+            return responses_failed_stream(exc) if exc.streamed_responses else None
+        if not isinstance(getattr(exc, "headers", None), dict):
+            return None
         record = self.records.find(exc.headers.get("x-litellm-call-id"))
         if record is None or record.block is None or record.action != "blocked":
-            return
+            return None
         code = str(record.block.get("code") or "context_length_exceeded")
         exc.headers.update(record.headers())
         exc.to_dict = lambda: {**ProxyException.to_dict(exc), "code": code}
+        return None
 
     def _already_decided(self, data: Mapping[str, Any], key: str) -> bool:
         """True when this very body already went through this plugin: its metadata holds the record object
@@ -356,7 +351,7 @@ class BudgetHookPlugin(CustomLogger):
                 return None
             group, limits = attempt
             same_content = all(kwargs.get(f) is decided.content.get(f) for f in shape.content_fields)
-            if same_content and _covers(limits, decided.limits):
+            if same_content and covers(limits, decided.limits):
                 return None  # nothing differs: the first decision holds for this deployment
             request = replace(decided.request, body=kwargs, model_group=group, limits=limits)
             decision = await self.offloader.run(lambda: decide(request, self.settings), kwargs)

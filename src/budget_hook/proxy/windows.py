@@ -165,6 +165,14 @@ def _most_conservative(backends: list[tuple[str, str | None]]) -> tuple[str, str
     return max(backends, key=weight)
 
 
+def covers(attempt: ModelLimits, first: ModelLimits) -> bool:
+    """The attempt's deployment takes whatever fit the first decision: at least its window, counted alike,
+    no larger output filled in."""
+    return (attempt.window is not None and first.window is not None and attempt.window >= first.window
+            and (attempt.counting_model, attempt.base_model) == (first.counting_model, first.base_model)
+            and (attempt.filled_output_tokens or 0) <= (first.filled_output_tokens or 0))
+
+
 def with_learned_window(limits: ModelLimits, learned: LearnedWindow | None) -> ModelLimits:
     """The limits with a window a provider's overflow error named, when it is smaller (and said so)."""
     if learned is None or (limits.window is not None and learned.window >= limits.window):
