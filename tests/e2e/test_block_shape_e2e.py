@@ -124,3 +124,14 @@ def test_the_openai_sdk_sees_the_streamed_failure(proxy):
     stream = client.responses.create(**ROUTES["/v1/responses"], stream=True)
     failed = [event for event in stream if event.type == "response.failed"]
     assert failed and failed[0].response.error.code == "context_length_exceeded"
+
+
+def test_a_gemini_native_block_reads_like_gemini_s_own(proxy):
+    body = {"contents": [{"role": "user", "parts": [{"text": BIG}]}]}
+    response = post(proxy, "/v1beta/models/small:generateContent", body)
+    assert response.status_code == 400
+    error = response.json()["error"]
+    assert (error["code"], error["status"]) == (400, "INVALID_ARGUMENT")
+    assert error["message"].startswith("The input token count (")
+    assert "exceeds the maximum number of tokens allowed" in error["message"]
+    assert_budget_headers(response)

@@ -85,6 +85,8 @@ class BudgetHookHTTPError(ProxyException):
         self.error_code = spec.code
         #: a streamed /v1/responses call: answered as a ``response.failed`` event (``responses_failed_stream``)
         self.streamed_responses = False
+        #: a Gemini-native route: answered in Gemini's error format
+        self.gemini = False
         detail: dict[str, Any] = {"error": spec.message, "type": spec.type, "code": spec.code}
         if spec.param:
             detail["param"] = spec.param
@@ -93,6 +95,9 @@ class BudgetHookHTTPError(ProxyException):
         self.detail = detail
 
     def to_dict(self) -> dict:
+        if self.gemini:  # Gemini's own error object: what google-genai's APIError reads (code, status)
+            return {"code": self.status_code, "message": self.message, "status": "INVALID_ARGUMENT",
+                    "details": [{"reason": self.error_code}]}
         return {**super().to_dict(), "code": self.error_code}
 
 
@@ -269,6 +274,7 @@ class BudgetHookPlugin(CustomLogger):
             # /v1/messages, /completions) never ask the response-headers hook
             error = BudgetHookHTTPError(block_error(decision, shape), headers=record.headers())
             error.streamed_responses = shape.name == "responses" and data.get("stream") is True
+            error.gemini = shape.name == "gemini" and error.status_code == 400
             raise error
         return forwarded
 
