@@ -33,7 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from budget_hook.counting import TokenCounter
+from budget_hook.counting.profiles import resolve_tokenizer
 from budget_hook.shapes import SHAPES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import fit_terms  # noqa: E402  (bench/ is not a package)
 
 DATA = ROOT / "tests" / "data" / "usage"
 #: provider -> (file, shape, provider prefix of the counting model)
@@ -82,42 +86,45 @@ def content_types(request: dict) -> list[str]:
     return kinds or ["text only"]
 
 
-def generation(provider: str, model: str) -> str:
+_OPENAI_GENERATIONS = ("gpt-5", "gpt-4.1", "gpt-4o", "gpt-4", "gpt-3.5", "o1", "o3", "o4")
+
+
+def generation(provider: str, model: str, counting_model: str = "") -> str:
+    """The profile's generation (``claude-4.5``, ``gemini-2.5 vertex``), else OpenAI's by name."""
+    profile_generation = resolve_tokenizer(counting_model or model).generation
+    if profile_generation:
+        return profile_generation
     name = model.lower()
-    if provider == "anthropic":
-        for key in ("claude-3-5", "claude-3-7", "claude-3", "haiku-4-5", "sonnet-4-5", "sonnet-4-6", "opus-4",
-                    "sonnet-4", "sonnet-5"):
-            if key in name:
-                return key
-    if provider == "gemini":
-        for key in ("gemini-3", "gemini-2.5", "gemini-2.0", "gemma"):
-            if key in name:
-                return key
-    for key in ("gpt-5", "gpt-4.1", "gpt-4o", "gpt-4", "gpt-3.5", "o1", "o3", "o4"):
-        if name.startswith(key):
-            return key
-    return "other"
+    key = next((k for k in _OPENAI_GENERATIONS if name.startswith(k)), "other")
+    return "o-series" if key in ("o1", "o3", "o4") else key
 
 
-def estimate(case: dict, shape: str, prefix: str) -> int:
+def counting_request(case: dict, shape: str, prefix: str) -> tuple[str, dict]:
+    """The model name the gateway would count with and the body as the gateway sees it."""
     request = case["request"]
     if prefix == "gemini/":
         if "aiplatform.googleapis.com" in case.get("uri", ""):
             prefix = "vertex_ai/"  # Vertex AI bills some bodies differently: the deployment says which
         if ":streamGenerateContent" in case.get("uri", ""):
             request = {**request, "stream": True}  # as LiteLLM's streamGenerateContent route sets it
-    counter = TokenCounter.for_model(prefix + case["model"])
-    return int(SHAPES.get(shape).count(request, counter))
+    return prefix + case["model"], request
+
+
+def estimate(case: dict, shape: str, prefix: str) -> int:
+    model, request = counting_request(case, shape, prefix)
+    return int(SHAPES.get(shape).count(request, TokenCounter.for_model(model)))
 
 
 def rows_for(spec: tuple[str, str, str], provider: str) -> list[dict]:
     name, shape, prefix = spec
     rows = []
     for case in load(name):
-        billed = case["expected_input_tokens"]
-        rows.append({"case": case, "provider": provider, "estimate": estimate(case, shape, prefix), "billed": billed,
+        model, request = counting_request(case, shape, prefix)
+        rows.append({"case": case, "provider": provider, "billed": case["expected_input_tokens"],
+                     "estimate": int(SHAPES.get(shape).count(request, TokenCounter.for_model(model))),
+                     "counting_model": model, "shape": shape, "request": request,
                      "split": split_of(case), "kinds": content_types(case["request"]),
-                     "generation": generation(provider, case["model"]), "repo": case["source_repo"]})
+                     "generation": generation(provider, case["model"], model), "repo": case["source_repo"]})
     return rows
 
 
@@ -135,56 +142,127 @@ def stats(rows: Iterable[dict]) -> dict:
 
 def line(label: str, figures: dict) -> str:
     if not figures["requests"]:
-        return f"| {label} | 0 | | | |"
+        return f"| {label} | 0 | | | | |"
     return (f"| {label} | {figures['requests']} | {figures['under']} ({figures['under_share']:.1%}) | "
             f"{figures['median_over']:+.1%} | {figures['p95_over']:+.1%} | {figures['worst_under']:+.1%} |")
 
 
-HEADER = "| | requests | under-counted | median over-count | p95 over-count | worst |\n|---|---|---|---|---|---|"
+HEADER = "| | requests | under-counted | median over-count | p95 over-count | lowest |\n|---|---|---|---|---|---|"
 
 
-def report(rows: list[dict], split: str, by_repo: bool, worst: int) -> None:
-    chosen = [r for r in rows if split == "all" or r["split"] == split]
-    print(f"## per provider ({split}; requests of {MIN_BILLED}+ billed tokens)\n\n{HEADER}")
+def report(chosen: list[dict], title: str, worst: int) -> None:
+    """Per provider, per provider and content type, per provider and generation; the worst under-counts."""
+    print(f"## per provider ({title}; requests of {MIN_BILLED}+ billed tokens)\n\n{HEADER}")
     for provider in PROVIDERS:
         print(line(provider, stats(r for r in chosen if r["provider"] == provider)))
-    print(f"\n## per provider and content type ({split})\n\n{HEADER}")
+    print(f"\n## per provider and content type ({title})\n\n{HEADER}")
     for provider in PROVIDERS:
-        kinds = sorted({k for r in chosen if r["provider"] == provider for k in r["kinds"]})
+        kinds = sorted({k for r in chosen if r["provider"] == provider and r["billed"] >= MIN_BILLED for k in r["kinds"]})
         for kind in kinds:
             print(line(f"{provider}: {kind}", stats(r for r in chosen if r["provider"] == provider and kind in r["kinds"])))
-    print(f"\n## per provider and model generation ({split})\n\n{HEADER}")
+    print(f"\n## per provider and model generation ({title})\n\n{HEADER}")
     groups: dict[tuple[str, str], list[dict]] = defaultdict(list)
     for r in chosen:
-        groups[(r["provider"], r["generation"])].append(r)
+        if r["billed"] >= MIN_BILLED:
+            groups[(r["provider"], r["generation"])].append(r)
     for (provider, gen), selected in sorted(groups.items()):
         print(line(f"{provider}: {gen}", stats(selected)))
-    if by_repo:
-        print(f"\n## per source repository (all splits)\n\n{HEADER}")
-        for provider in PROVIDERS:
-            for repo in sorted({r["repo"] for r in rows if r["provider"] == provider}):
-                print(line(f"{provider}: {repo}", stats(r for r in rows if r["provider"] == provider
-                                                          and r["repo"] == repo)))
     if worst:
-        print(f"\n## worst under-counts ({split})\n")
+        print(f"\n## worst under-counts ({title})\n")
         under = sorted((r for r in chosen if r["estimate"] < r["billed"] and r["billed"] >= MIN_BILLED),
                        key=lambda r: r["estimate"] / r["billed"])[:worst]
         for r in under:
-            print(f"- {r['provider']} {r['case']['model']} {r['kinds']}: estimate {r['estimate']}, billed "
-                  f"{r['billed']} ({r['estimate'] / r['billed'] - 1:+.1%}) {r['case']['id'][:12]}")
+            print(f"- {r['provider']} {r['case']['model']} {r['kinds']} ({r['repo']}): estimate {r['estimate']}, "
+                  f"billed {r['billed']} ({r['estimate'] / r['billed'] - 1:+.1%}) {r['case']['id'][:12]}")
+        if not under:
+            print("- none")
+    print()
+
+
+def _values(values: dict[str, float]) -> str:
+    return ", ".join(f"{name} {value:g}" for name, value in values.items())
+
+
+def refit_held_out(rows: list[dict]) -> list[dict]:
+    """The terms refitted by ``fit_terms``'s rule on the ``fit`` half, the ``held-out`` half counted with them."""
+    counted = []
+    print("## terms refitted by the rule on the fit half (bench/fit_terms.py), against the shipped values\n")
+    for provider in PROVIDERS:
+        mine = [r for r in rows if r["provider"] == provider]
+        train = [r for r in mine if r["split"] == "fit"]
+        values, shipped = fit_terms.fit(train, provider)
+        print(f"- {provider}: " + ", ".join(f"{name} {values[name]:g} (shipped {shipped[name]:g})" for name in values))
+        counted += fit_terms.refit_and_count(train, [r for r in mine if r["split"] == "held-out"], provider)[1]
+    print()
+    return counted
+
+
+def leave_one_repo_out(rows: list[dict]) -> list[dict]:
+    """Each repository counted with the terms refitted (same rule) on the other repositories only."""
+    counted = []
+    print(f"## leave-one-repository-out: terms refitted without the repository\n\n{HEADER}")
+    fitted = []
+    for provider in PROVIDERS:
+        mine = [r for r in rows if r["provider"] == provider]
+        for repo in sorted({r["repo"] for r in mine}):
+            train = [r for r in mine if r["repo"] != repo]
+            test = [r for r in mine if r["repo"] == repo]
+            values, test = fit_terms.refit_and_count(train, test, provider)
+            counted += test
+            print(line(f"{provider}: {repo} ({len(train)} to fit on)", stats(test)))
+            fitted.append(f"- {provider} without {repo}: {_values(values)}")
+    print("\nterms fitted per fold:\n" + "\n".join(fitted) + "\n")
+    return counted
+
+
+def litellm_baseline(rows: list[dict]) -> None:
+    """``litellm.token_counter`` on the bodies it reads directly (chat and Anthropic messages)."""
+    import litellm
+
+    litellm.disable_hf_tokenizer_download = True
+    print(f"## baseline: litellm.token_counter on the same held-out bodies\n\n{HEADER}")
+    for provider in ("anthropic", "openai_chat"):
+        counted = []
+        for r in rows:
+            if r["provider"] != provider or r["split"] != "held-out":
+                continue
+            request = r["case"]["request"]
+            messages = list(request.get("messages") or [])
+            if provider == "anthropic" and request.get("system"):
+                system = request["system"]
+                text = system if isinstance(system, str) else " ".join(b.get("text", "") for b in system)
+                messages = [{"role": "system", "content": text}, *messages]
+            try:
+                count = litellm.token_counter(model=r["case"]["model"], messages=messages, tools=request.get("tools"))
+            except Exception:  # noqa: BLE001 - a baseline that raises counts as nothing
+                count = 0
+            counted.append({**r, "estimate": count})
+        print(line(f"{provider} (litellm)", stats(counted)))
+    print()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--split", choices=("fit", "held-out", "all"), default="held-out")
-    parser.add_argument("--by-repo", action="store_true")
-    parser.add_argument("--worst", type=int, default=0)
+    parser.add_argument("--by-repo", "--loro", action="store_true", dest="loro",
+                        help="also leave-one-repository-out, with the terms refitted without each repository")
+    parser.add_argument("--refit", action="store_true",
+                        help="also refit the terms by the rule on the fit half and count held-out with them")
+    parser.add_argument("--worst", type=int, default=5)
     parser.add_argument("--server-side", action="store_true", help="also the server-side sets, apart")
+    parser.add_argument("--with-litellm", action="store_true", help="also litellm.token_counter as a baseline")
     args = parser.parse_args()
     rows = [row for provider, spec in PROVIDERS.items() for row in rows_for(spec, provider)]
-    report(rows, args.split, args.by_repo, args.worst)
+    report([r for r in rows if args.split == "all" or r["split"] == args.split], f"{args.split}, shipped terms",
+           args.worst)
+    if args.refit:
+        report(refit_held_out(rows), "held-out, terms refitted on fit", args.worst)
+    if args.loro:
+        report(leave_one_repo_out(rows), "leave-one-repository-out, pooled", args.worst)
+    if args.with_litellm:
+        litellm_baseline(rows)
     if args.server_side:
-        print(f"\n## server-side content (not calibrated on; all splits)\n\n{HEADER}")
+        print(f"## server-side content (not calibrated on; all splits)\n\n{HEADER}")
         for provider, spec in SERVER_SIDE.items():
             print(line(provider, stats(rows_for(spec, provider))))
 

@@ -135,3 +135,26 @@ def test_a_gemini_native_block_reads_like_gemini_s_own(proxy):
     assert error["message"].startswith("The input token count (")
     assert "exceeds the maximum number of tokens allowed" in error["message"]
     assert_budget_headers(response)
+
+
+def test_the_anthropic_sdk_sees_anthropic_s_overflow(proxy):
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=proxy.base_url, api_key="sk-default", max_retries=0)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.create(model="claude", max_tokens=100, messages=[{"role": "user", "content": BIG}])
+    assert caught.value.status_code == 400 and "prompt is too long" in caught.value.message
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.create(model="claude", max_tokens=3990, messages=[{"role": "user", "content": "hello"}])
+    assert "input length and `max_tokens` exceed context limit" in caught.value.message
+
+
+def test_google_genai_sees_gemini_s_invalid_argument(proxy):
+    from google import genai
+    from google.genai import errors
+
+    client = genai.Client(api_key="sk-default", http_options={"base_url": proxy.base_url, "api_version": "v1beta"})
+    with pytest.raises(errors.ClientError) as caught:
+        client.models.generate_content(model="small", contents=BIG)
+    assert caught.value.code == 400 and caught.value.status == "INVALID_ARGUMENT"
+    assert "exceeds the maximum number of tokens allowed" in caught.value.message

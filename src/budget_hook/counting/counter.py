@@ -146,8 +146,9 @@ class TokenCounter:
         if _thinking_enabled(request):
             overhead += self.profile.thinking_overhead
         if functions and any(_role(m) == "system" for m in messages):
-            # OpenAI reuses the first system message for the tool preamble (measured: 4 tokens fewer).
-            overhead -= 4
+            # OpenAI reuses the first system message for the tool preamble (measured: 4 tokens fewer); taken
+            # from the tools' share, which is never that small, so no part of the count reads negative
+            tools_tokens -= 4
         system = request.get("system")
         if system:
             # A top-level ``system`` on /chat/completions: LiteLLM forwards it (to Claude, as its system
