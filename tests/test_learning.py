@@ -405,3 +405,20 @@ def test_learning_settings_are_validated():
                 {"learning": {"quantil": 0.9}}, {"provider_count": "always"}):
         with pytest.raises(PolicyError):
             load_settings(bad)
+
+
+def test_metrics_are_bounded_and_escaped():
+    from types import SimpleNamespace
+
+    from budget_hook.proxy import metrics as metrics_module
+    from budget_hook.proxy.metrics import Metrics
+
+    metrics = Metrics()
+    for index in range(metrics_module.MAX_SERIES + 50):
+        record = SimpleNamespace(model_group=f'g"{index}\n', team_alias=None, team_id=None, action="pass",
+                                 tokens_before=10, tokens_after=10, estimate_forwarded=10)
+        metrics.observe(record, "success", billed=12)
+    text = metrics.render()
+    series = [line for line in text.splitlines() if line.startswith("budget_hook_decisions_total{")]
+    assert len(series) <= metrics_module.MAX_SERIES + 1
+    assert 'model_group="other"' in text and '\\"' in text and "\n\n" not in text

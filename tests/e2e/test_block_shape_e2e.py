@@ -158,3 +158,20 @@ def test_google_genai_sees_gemini_s_invalid_argument(proxy):
         client.models.generate_content(model="small", contents=BIG)
     assert caught.value.code == 400 and caught.value.status == "INVALID_ARGUMENT"
     assert "exceeds the maximum number of tokens allowed" in caught.value.message
+
+
+def test_the_metrics_endpoint_counts_decisions(proxy):
+    post(proxy, "/v1/chat/completions", ROUTES["/v1/chat/completions"])
+    ok = httpx.post(f"{proxy.base_url}/v1/chat/completions", headers=HEADERS, timeout=60,
+                    json={"model": "small", "messages": [{"role": "user", "content": "e2e-metrics hello"}]})
+    assert ok.status_code == 200
+    text = ""
+    for _ in range(50):  # the success callback runs after the response
+        text = httpx.get(f"{proxy.base_url}/budget_hook/metrics", timeout=10).text
+        if 'action="pass"' in text:
+            break
+        __import__("time").sleep(0.1)
+    assert "# TYPE budget_hook_decisions_total counter" in text
+    assert 'budget_hook_decisions_total{action="blocked",model_group="small",outcome="failure",team=""}' in text
+    assert 'action="pass",model_group="small",outcome="success"' in text
+    assert "budget_hook_provider_prompt_tokens_total{" in text and "budget_hook_tokens_before_total{" in text

@@ -49,15 +49,17 @@ from .client_input import SETTINGS_NAME, caller_of, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, responses_failed_events, unread_route_error
 from .feedback import learn_from_error, learn_from_usage, provider_prompt_tokens
 from .loglines import bounded_line, describe_error
+from .metrics import Metrics
 from .offload import Offloader
 from .provider_count import ProviderCounter, group_target
 from .records import RecordStore
-from .shared import SharedLearning
+from .shared import SharedLearning, litellm_redis
 from .windows import (
     WindowCache,
     combine,
     covers,
     deployment_limits,
+    deployments_of,
     limits_from_router,
     listed_groups,
     with_learned_window,
@@ -135,30 +137,6 @@ def _router_limits(group: str) -> ModelLimits:
     return limits_from_router(_router(), group)
 
 
-def _litellm_redis() -> Any:
-    """An async Redis client built from LiteLLM's own Redis settings (``router_settings.redis_*``, or the
-    ``litellm_settings.cache`` Redis), or None when LiteLLM has none."""
-    candidates = []
-    router = _router()
-    router_cache = getattr(router, "cache", None)
-    candidates.append(getattr(router_cache, "redis_cache", None))
-    cache = getattr(litellm, "cache", None)
-    candidates.append(getattr(cache, "cache", None))
-    for candidate in candidates:
-        init = getattr(candidate, "init_async_client", None)
-        if callable(init):
-            return init()
-    return None
-
-
-def _router_deployments(group: str) -> list[Any]:
-    router = _router()
-    try:
-        return list(router.get_model_list(model_name=group) or []) if router is not None else []
-    except Exception:
-        return []
-
-
 def _router_deployment_limits(key: str) -> ModelLimits | None:
     group, _, deployment_id = key.partition("\x00")
     return deployment_limits(_router(), group, deployment_id)
@@ -199,7 +177,8 @@ class BudgetHookPlugin(CustomLogger):
         self._decided: OrderedDict[str, _Decided] = OrderedDict()
         self.deployment_windows: WindowCache[ModelLimits | None] = WindowCache(_router_deployment_limits)
         self.offloader = Offloader(threads=settings.counting_threads, offload_chars=settings.offload_chars)
-        self.learning = SharedLearning(settings.learning, redis=_litellm_redis)
+        self.learning = SharedLearning(settings.learning, redis=lambda: litellm_redis(_router(), litellm))
+        self.metrics = Metrics()
         self.provider_counter = ProviderCounter()
         self._app_hooked = False
         COUNT_CACHE.configure(settings.count_cache_entries)
@@ -224,6 +203,7 @@ class BudgetHookPlugin(CustomLogger):
 
                 expose(proxy_server.app, BUDGET_HEADERS)
                 wrap_error_handler(proxy_server.app, ProxyException, self._restore_block)
+                proxy_server.app.add_api_route("/budget_hook/metrics", self._metrics_endpoint, methods=["GET"])
         if not isinstance(data, dict):
             return None
         shape = SHAPES.for_call_type(call_type)
@@ -288,7 +268,7 @@ class BudgetHookPlugin(CustomLogger):
         """The estimate lies within its measured error of the budget: ask the deployment's own counter and
         decide again on its count (a timeout or an error leaves the estimate's decision, noted)."""
         groups = dict.fromkeys((request.model_group, *request.limits.routed_groups))  # a router alias too
-        target = group_target([d for group in groups for d in _router_deployments(group)], request.shape.name)
+        target = group_target([d for group in groups for d in deployments_of(_router(), group)], request.shape.name)
         calibration = request.calibration
         if target is None:
             note = f"no token counting endpoint for {request.shape.name} requests to this group's deployments"
@@ -303,6 +283,11 @@ class BudgetHookPlugin(CustomLogger):
                                   provider_note=note)
         again = replace(request, calibration=calibration)
         return await self.offloader.run(lambda: decide(again, self.settings), request.body)
+
+    async def _metrics_endpoint(self) -> Any:
+        from fastapi.responses import PlainTextResponse
+
+        return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
 
     def _restore_block(self, exc: Any) -> Any:
         """A streamed ``/v1/responses`` block is answered as the Responses API's own ``response.failed``
@@ -452,6 +437,8 @@ class BudgetHookPlugin(CustomLogger):
                 self._decided.pop(call_id, None)
             if record is None:
                 return  # not a request this plugin decided on
+            billed = provider_prompt_tokens(response_obj, kwargs) if outcome == "success" else None
+            self.metrics.observe(record, outcome, billed)
             decision = record.as_dict()
             entry: dict[str, Any] = {
                 "event": "budget_hook.decision",
@@ -462,7 +449,6 @@ class BudgetHookPlugin(CustomLogger):
                 "decision": {k: v for k, v in decision.items() if k not in ("team_id", "team_alias", "key_alias")},
             }
             if outcome == "success":
-                billed = provider_prompt_tokens(response_obj, kwargs)
                 entry["provider_prompt_tokens"] = billed
                 entry["estimated_prompt_tokens"] = record.tokens_after
                 learned = await learn_from_usage(self.learning, kwargs, record, billed)

@@ -159,6 +159,18 @@ class SharedLearning:
         return changed
 
 
+def litellm_redis(router: Any, litellm_module: Any) -> Any:
+    """An async Redis client built from LiteLLM's own Redis settings (the router's ``redis_*``, or the
+    ``litellm_settings.cache`` Redis), or None when LiteLLM has none (duck-typed: no LiteLLM import)."""
+    candidates = [getattr(getattr(router, "cache", None), "redis_cache", None),
+                  getattr(getattr(litellm_module, "cache", None), "cache", None)]
+    for candidate in candidates:
+        init = getattr(candidate, "init_async_client", None)
+        if callable(init):
+            return init()
+    return None
+
+
 def _float(value: Any) -> float | None:
     try:
         number = float(value.decode() if isinstance(value, bytes) else value)

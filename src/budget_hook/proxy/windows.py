@@ -34,17 +34,17 @@ MAX_CACHED_GROUPS = 4096
 
 def limits_from_router(router: Any, group: str) -> ModelLimits:
     """Minimum window over the group's deployments, per the router; then the model map; else unknown."""
-    return limits_of(router, group, _deployments(router, group))
+    return limits_of(router, group, deployments_of(router, group))
 
 
 def deployment_limits(router: Any, group: str, deployment_id: str) -> ModelLimits | None:
     """The limits of one deployment of ``group`` (the one an attempt goes to), None if the router has none
     with that id."""
-    found = [d for d in _deployments(router, group) if (d.get("model_info") or {}).get("id") == deployment_id]
+    found = [d for d in deployments_of(router, group) if (d.get("model_info") or {}).get("id") == deployment_id]
     return limits_of(router, group, found[:1]) if found else None
 
 
-def _deployments(router: Any, group: str) -> list[Any]:
+def deployments_of(router: Any, group: str) -> list[Any]:
     if router is None:
         return []
     try:

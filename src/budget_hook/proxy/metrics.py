@@ -1,0 +1,66 @@
+"""Counters of what the plugin decided, in Prometheus' text format (pure; no prometheus_client needed).
+
+Contract: ``Metrics.observe(record, outcome, billed)`` counts one settled request: its decision by action,
+model group and team, its tokens before and after, and, when the provider reported its bill, the bill next
+to our estimate of what was forwarded. ``render()`` is the text ``GET /budget_hook/metrics`` answers
+(``text/plain; version=0.0.4``). Thread-safe; label sets are bounded (``MAX_SERIES``: what does not fit
+is counted under ``model_group="other"``), so clients naming made-up groups cannot grow it without end.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import defaultdict
+from typing import Any
+
+MAX_SERIES = 2000
+_NAMES = {
+    "decisions": ("budget_hook_decisions_total", "counter",
+                  "Requests decided, by action, outcome, model group and team"),
+    "before": ("budget_hook_tokens_before_total", "counter", "Input tokens as the clients sent them"),
+    "after": ("budget_hook_tokens_after_total", "counter", "Input tokens as forwarded (what trimming left)"),
+    "estimate": ("budget_hook_estimated_prompt_tokens_total", "counter",
+                 "Our estimate of what was forwarded, on requests whose bill the provider reported"),
+    "billed": ("budget_hook_provider_prompt_tokens_total", "counter",
+               "What the provider billed for the same requests"),
+}
+
+
+def _label(value: Any) -> str:
+    text = "" if value is None else str(value)
+    return text.replace("\\", "\\\\").replace("\n", " ").replace('"', '\\"')[:200]
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._values: dict[str, dict[tuple[tuple[str, str], ...], float]] = defaultdict(lambda: defaultdict(float))
+
+    def _key(self, name: str, labels: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+        key = tuple(sorted((k, _label(v)) for k, v in labels.items()))
+        if key not in self._values[name] and len(self._values[name]) >= MAX_SERIES:
+            key = tuple(sorted((k, "other" if k == "model_group" else v) for k, v in key))
+        return key
+
+    def observe(self, record: Any, outcome: str, billed: int | None = None) -> None:
+        labels = {"model_group": record.model_group, "team": record.team_alias or record.team_id or ""}
+        with self._lock:
+            self._values["decisions"][self._key("decisions", {**labels, "action": record.action,
+                                                              "outcome": outcome})] += 1
+            if isinstance(record.tokens_before, int):
+                self._values["before"][self._key("before", labels)] += record.tokens_before
+            if isinstance(record.tokens_after, int):
+                self._values["after"][self._key("after", labels)] += record.tokens_after
+            if isinstance(billed, int) and isinstance(record.estimate_forwarded, int):
+                self._values["estimate"][self._key("estimate", labels)] += record.estimate_forwarded
+                self._values["billed"][self._key("billed", labels)] += billed
+
+    def render(self) -> str:
+        lines: list[str] = []
+        with self._lock:
+            for name, (metric, kind, doc) in _NAMES.items():
+                lines += [f"# HELP {metric} {doc}", f"# TYPE {metric} {kind}"]
+                for key, value in sorted(self._values[name].items()):
+                    labels = ",".join(f'{k}="{v}"' for k, v in key)
+                    lines.append(f"{metric}{{{labels}}} {value:g}")
+        return "\n".join(lines) + "\n"
