@@ -3,6 +3,7 @@
     budget-hook count [--format F] --model MODEL [FILE|-]
     budget-hook trim  [--format F] --model MODEL [--max-input-tokens N] [--max-tokens N] [FILE|-]
     budget-hook check-config litellm_config.yaml
+    budget-hook replay --config litellm_config.yaml [--set KEY=VALUE ...] [--json] traffic.jsonl
 
 ``--format`` is one of the registered request shapes (chat, anthropic, responses, gemini, completions,
 embeddings); without it the shape is detected from the body. The proxy finds shapes through the same
@@ -148,19 +149,59 @@ def _check_inputs(shape: InputsShape, body: Mapping[str, Any], counter: TokenCou
     return 0
 
 
-def _check_config(args: argparse.Namespace) -> int:
-    """Validate a LiteLLM config's budget_hook settings exactly as the proxy will at start-up."""
+def _load_config(path: str) -> dict[str, Any]:
     import yaml
 
     try:
-        with open(args.file, encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             config = yaml.safe_load(handle) or {}
     except OSError as exc:
-        raise MalformedRequestError(args.file, f"cannot read: {exc.strerror or exc}") from exc
+        raise MalformedRequestError(path, f"cannot read: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:
-        raise PolicyError(f"{args.file}: not valid YAML: {exc}") from exc
+        raise PolicyError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(config, dict):
-        raise PolicyError(f"{args.file}: expected a mapping at the top level")
+        raise PolicyError(f"{path}: expected a mapping at the top level")
+    return config
+
+
+def _replay(args: argparse.Namespace) -> int:
+    """Decide captured traffic as the proxy would; with ``--set``, next to what a policy change would do."""
+    import yaml
+
+    from . import replay
+
+    config = _load_config(args.config)
+    overrides: dict[str, Any] = {}
+    for assignment in args.set or []:
+        key, sep, value = assignment.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--set {assignment!r}: expected KEY=VALUE (a budget_hook setting)")
+        overrides[key.strip()] = yaml.safe_load(value)
+    try:
+        items = replay.load_items(args.file)
+    except OSError as exc:
+        raise MalformedRequestError(args.file, f"cannot read: {exc.strerror or exc}") from exc
+    runs = {"current policy": replay.replay(items, config)}
+    if overrides:
+        runs[f"with {', '.join(f'{k}={v}' for k, v in overrides.items())}"] = replay.replay(items, config, overrides)
+    if args.json:
+        _print({name: {"requests": [{k: v for k, v in row.items() if k != "history"} for row in rows],
+                       "summary": replay.summarise(rows)} for name, rows in runs.items()})
+        return 0
+    for name, rows in runs.items():
+        print(f"== {name}")
+        for row in rows:
+            detail = row.get("problem") or f"{row.get('tokens_before')} -> {row.get('tokens_after')} tokens"
+            print(f"line {row['line']}: {row['model_group']} team={row['team'] or '-'} {row['action']}: {detail}")
+        print()
+        print(replay.table(replay.summarise(rows)))
+        print()
+    return 0
+
+
+def _check_config(args: argparse.Namespace) -> int:
+    """Validate a LiteLLM config's budget_hook settings exactly as the proxy will at start-up."""
+    config = _load_config(args.file)
     settings = load_settings((config.get("callback_settings") or {}).get("budget_hook"))
     callbacks = (config.get("litellm_settings") or {}).get("callbacks") or []
     callbacks = [callbacks] if isinstance(callbacks, str) else list(callbacks)
@@ -196,6 +237,12 @@ def _parser() -> argparse.ArgumentParser:
             sub.add_argument("--pin-first-user-message", action="store_true", help="never drop the first user message")
     check = commands.add_parser("check-config", help="validate the budget_hook settings of a LiteLLM config file")
     check.add_argument("file", help="litellm_config.yaml")
+    replay = commands.add_parser("replay", help="decide captured traffic as the proxy would, and summarise it")
+    replay.add_argument("--config", required=True, help="the LiteLLM config (its budget_hook settings and windows)")
+    replay.add_argument("--set", action="append", metavar="KEY=VALUE",
+                        help="a budget_hook setting to compare with (repeatable): max_input_tokens=30000")
+    replay.add_argument("--json", action="store_true", help="every decision and the summaries as JSON")
+    replay.add_argument("file", help="JSONL: one request a line, {model, route, team, body} or a bare body")
     return parser
 
 
@@ -204,6 +251,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser().parse_args(argv)
         if args.command == "check-config":
             return _check_config(args)
+        if args.command == "replay":
+            return _replay(args)
         return _count(args) if args.command == "count" else _trim(args)
     except ContextBudgetError as exc:
         _print({"error": {"type": "invalid_request_error", "code": exc.code, "message": str(exc), "facts": exc.facts}})
