@@ -422,3 +422,20 @@ def test_metrics_are_bounded_and_escaped():
     series = [line for line in text.splitlines() if line.startswith("budget_hook_decisions_total{")]
     assert len(series) <= metrics_module.MAX_SERIES + 1
     assert 'model_group="other"' in text and '\\"' in text and "\n\n" not in text
+
+
+def test_the_gateway_s_own_block_never_teaches_a_window():
+    """A block's message opens with the provider's sentence (Claude Code reads it): were a route to hand it
+    back as another exception class, the blocked record still keeps it from teaching a window."""
+    from types import SimpleNamespace
+
+    from budget_hook.proxy.feedback import learn_from_error
+
+    learning = SharedLearning(LearningSettings(min_samples=1), redis=lambda: None)
+    rebuilt = ValueError("prompt is too long: 9008 tokens > 1600 maximum. budget_hook blocked this request")
+    kwargs = {"exception": rebuilt, "litellm_params": {"model_info": {"id": "dep"}}}
+    blocked = SimpleNamespace(action="blocked", learnable=True, estimate_forwarded=9008, attempts=())
+    assert asyncio.run(learn_from_error(learning, kwargs, blocked)) is None
+    assert learning.windows.window(["dep"]) is None
+    passed = SimpleNamespace(action="pass", learnable=True, estimate_forwarded=9008, attempts=())
+    assert asyncio.run(learn_from_error(learning, kwargs, passed))["window"] == 1600

@@ -91,8 +91,8 @@ async def learn_from_error(learning: SharedLearning, kwargs: Mapping[str, Any], 
     """A provider's overflow error names its window (and often its count of the prompt)."""
     exception = kwargs.get("exception")
     deployment = deployment_id(kwargs)
-    if exception is None or deployment is None or isinstance(exception, ours):
-        return None
+    if exception is None or deployment is None or isinstance(exception, ours) or record.action == "blocked":
+        return None  # a block never reached a provider: its error is ours, whatever class a route rebuilt
     if getattr(exception, "llm_provider", None) == "budget_hook":
         return None  # our own refusal of an attempt, not the provider's
     status = getattr(exception, "status_code", None)
