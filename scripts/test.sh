@@ -13,8 +13,8 @@ if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>
         || { $SUDO apt-get update -qq >/dev/null 2>&1 && $SUDO apt-get install -y -qq redis-server >/dev/null 2>&1; } \
         || echo "   could not install redis-server: those tests will be skipped (they fail under CI=true)"
 fi
-echo "== ruff check (lint: src, tests, bench)"
-.venv/bin/ruff check src tests bench
+echo "== ruff check (lint: src, tests, bench, scripts)"
+.venv/bin/ruff check src tests bench scripts
 echo "== mypy (types: src/budget_hook)"
 .venv/bin/mypy
 # Offline and quiet: no remote model-cost map, no Hugging Face downloads (see README, "Offline").

@@ -175,3 +175,12 @@ def test_the_metrics_endpoint_counts_decisions(proxy):
     assert 'budget_hook_decisions_total{action="blocked",model_group="small",outcome="failure",team=""}' in text
     assert 'action="pass",model_group="small",outcome="success"' in text
     assert "budget_hook_provider_prompt_tokens_total{" in text and "budget_hook_tokens_before_total{" in text
+
+
+def test_v1_messages_to_an_openai_deployment_is_decided_in_the_format_it_arrives_in(proxy):
+    """LiteLLM sends /v1/messages for an OpenAI deployment on as a Responses call: the attempt's check must
+    read that format (it used to read it as Anthropic's, find no messages, and refuse every such request)."""
+    body = {"model": "small", "max_tokens": 100, "messages": [{"role": "user", "content": "e2e-translated hello"}]}
+    response = post(proxy, "/v1/messages", body)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-budget-decision"] == "pass"

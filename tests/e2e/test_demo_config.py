@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -17,9 +19,19 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def demo_proxy(tmp_path_factory):
-    process = start_proxy(ROOT / "litellm_config.yaml", log_dir=tmp_path_factory.mktemp("demo"))
-    yield process
-    process.stop()
+    """The demo config as scripts/serve.sh runs it: its demo group served by scripts/demo_upstream.py."""
+    folder = tmp_path_factory.mktemp("demo")
+    upstream = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "demo_upstream.py"), "--port", "0"],
+                                stdout=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        port = int(upstream.stdout.readline().split()[1])
+        process = start_proxy(ROOT / "litellm_config.yaml", log_dir=folder,
+                              env={"BUDGET_HOOK_DEMO_UPSTREAM": f"http://127.0.0.1:{port}/v1"})
+        yield process
+        process.stop()
+    finally:
+        upstream.terminate()
+        upstream.wait(timeout=10)
 
 
 def post(proxy, name: str, **extra) -> httpx.Response:
@@ -48,3 +60,29 @@ def test_demo_block_example_is_blocked_as_documented(demo_proxy, stream):
     message = response.json()["error"]["message"]
     assert message.startswith("budget_hook blocked this request (context_length_exceeded): model group 'demo'")
     assert "needs 8447 input tokens" in message and "maximum context length is 2000 tokens" in message
+
+
+SMALL = {"model": "demo", "max_tokens": 50}
+
+
+@pytest.mark.parametrize("route, body", [
+    ("/v1/chat/completions", {**SMALL, "messages": [{"role": "user", "content": "hi"}]}),
+    ("/v1/responses", {"model": "demo", "input": "hi"}),
+    ("/v1/messages", {**SMALL, "messages": [{"role": "user", "content": "hi"}]}),
+    ("/v1/completions", {**SMALL, "prompt": "hi"}),
+])
+@pytest.mark.parametrize("stream", [False, True])
+def test_the_demo_answers_on_every_endpoint_streaming_included(demo_proxy, route, body, stream):
+    response = httpx.post(f"{demo_proxy.base_url}{route}", json={**body, "stream": stream}, timeout=60)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-budget-decision"] == "pass"
+    if stream:
+        assert "data:" in response.text and '"error"' not in response.text, response.text[:500]
+
+
+def test_the_demo_embeddings_work_with_the_openai_sdk(demo_proxy):
+    import openai
+
+    client = openai.OpenAI(base_url=f"{demo_proxy.base_url}/v1", api_key="not-needed", max_retries=0)
+    result = client.embeddings.create(model="demo", input=["hello", "world"])
+    assert [len(item.embedding) for item in result.data] == [3, 3]

@@ -344,7 +344,9 @@ class BudgetHookPlugin(CustomLogger):
             same_content = all(kwargs.get(f) is decided.content.get(f) for f in shape.content_fields)
             if same_content and covers(limits, decided.limits):
                 return None  # nothing differs: the first decision holds for this deployment
-            request = replace(decided.request, body=kwargs, model_group=group, limits=limits)
+            # in the attempt's own format: LiteLLM may have translated the body on the way (a /v1/messages call to
+            # an OpenAI deployment reaches it as a Responses call)
+            request = replace(decided.request, shape=shape, body=kwargs, model_group=group, limits=limits)
             decision = await self.offloader.run(lambda: decide(request, self.settings), kwargs)
         except Exception as exc:  # the plugin's own failure, per the fail mode of the first decision
             fail_mode = decided.fail_mode
