@@ -11,7 +11,7 @@ import textwrap
 def test_core_and_cli_run_without_importing_litellm():
     code = textwrap.dedent(
         """
-        import sys, budget_hook, budget_hook.cli, budget_hook.shapes.anthropic, budget_hook.budget.windows
+        import sys, budget_hook, budget_hook.cli, budget_hook.replay, budget_hook.shapes.anthropic, budget_hook.budget.windows
         import budget_hook.policy, budget_hook.policy.settings, budget_hook.pipeline, budget_hook.shapes, budget_hook.proxy.records
         from budget_hook import TokenCounter, compute_budget, trim_request
         from budget_hook.budget.windows import lookup_max_input_tokens

@@ -4,7 +4,8 @@ Contract: ``load_items(path)`` reads a JSONL file, one request per line: ``{"mod
 "/v1/messages", "team": id, "body": {...}}`` (``route`` and ``team`` optional; ``model`` defaults to the
 body's), or a bare request body. ``replay(items, config, overrides)`` decides each with the settings of a
 LiteLLM config (``callback_settings.budget_hook``, with ``overrides`` on top) and its ``model_list``
-windows (the minimum ``model_info.max_input_tokens`` over a group's deployments, else the model map), and
+windows (``proxy.windows.limits_of`` without a router: the minimum over a group's deployments of
+``model_info.max_input_tokens``, else the model map), and
 returns one row per request. ``summarise(rows)`` totals them per model group and team: pass / trimmed /
 blocked, tokens before and after, and the cache-stable share (of consecutive requests of a group and team
 whose earlier one was trimmed, how often its forwarded history is an exact prefix of the next one's: what
@@ -19,9 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .budget import ModelLimits, lookup_max_input_tokens
+from .budget import ModelLimits
 from .pipeline import BudgetRequest, Caller, decide
 from .policy import load_settings
+from .proxy.windows import limits_of
 from .shapes import SHAPES, Shape
 
 #: route -> shape, for lines that say where they were sent
@@ -67,25 +69,9 @@ def load_items(path: str | Path) -> list[Item]:
 
 
 def group_limits(config: Mapping[str, Any], group: str) -> ModelLimits:
-    """A group's window as the proxy would find it offline: the minimum over its deployments."""
-    windows, backends = [], []
-    for entry in config.get("model_list") or []:
-        if not isinstance(entry, Mapping) or entry.get("model_name") != group:
-            continue
-        params = entry.get("litellm_params") or {}
-        info = entry.get("model_info") or {}
-        backend = str(params.get("model") or group)
-        backends.append((backend, info.get("base_model")))
-        window = info.get("max_input_tokens") or lookup_max_input_tokens(info.get("base_model") or backend)
-        windows.append(window if isinstance(window, int) and window > 0 else None)
-    if not windows:
-        window = lookup_max_input_tokens(group)
-        return ModelLimits(window, f"model map: {group}" if window else "unknown", group)
-    counting_model, base_model = backends[0]
-    if any(w is None for w in windows):
-        return ModelLimits(None, "unknown for some deployments", counting_model, base_model, len(windows))
-    return ModelLimits(min(w for w in windows if w is not None), f"config: min over {len(windows)} deployment(s)",
-                       counting_model, base_model, len(windows))
+    """A group's window as the proxy would find it, from the config alone (no router: no upstream discovery)."""
+    deployments = [d for d in config.get("model_list") or [] if isinstance(d, Mapping) and d.get("model_name") == group]
+    return limits_of(None, group, deployments)
 
 
 def replay(items: Iterable[Item], config: Mapping[str, Any], overrides: Mapping[str, Any] | None = None

@@ -4,7 +4,7 @@ own count of this very request against our estimate of it).
 Contract: ``corrected(counter, factor, label)`` returns ``counter`` itself when ``factor`` is 1, else a
 ``TokenCounter`` that counts like ``counter`` and multiplies every message, the tools and the overheads
 by ``factor`` (rounding each up), so a trimmer working on it sees corrected numbers throughout. Its
-``profile.method`` and every ``RequestCount.method`` say the factor (``o200k_base x1.20, learned x1.080
+``method`` and every ``RequestCount.method`` say the factor (``o200k_base x1.20, learned x1.080
 ...``).
 """
 

@@ -110,6 +110,11 @@ class TokenCounter:
         return _counter_for(model, base_model) if cls is TokenCounter else cls(
             resolve_tokenizer(model, base_model=base_model), model=model)
 
+    @property
+    def method(self) -> str:
+        """How this counter counts, for reports (``exact``, ``o200k_base x1.20 (claude-4.5)``)."""
+        return self.profile.method
+
     # --- building blocks ---------------------------------------------------------------------------
 
     def count_text(self, text: str) -> int:
@@ -158,7 +163,7 @@ class TokenCounter:
         return RequestCount(
             model=self.model,
             encoding=self.profile.encoding_name,
-            method=self.profile.method,
+            method=self.method,
             per_message=per_message,
             tools_tokens=tools_tokens,
             overhead_tokens=overhead,

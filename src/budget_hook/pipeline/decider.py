@@ -25,6 +25,7 @@ from typing import Any
 from ..budget import ModelLimits, compute_budget, requested_output_tokens, safety_margin, with_output_tokens
 from ..counting import TokenCounter
 from ..counting.corrected import corrected
+from ..counting.counter import FAMILY_ENCODINGS
 from ..errors import (
     BudgetHookError,
     CannotFitError,
@@ -52,10 +53,15 @@ class InternalFailure(BudgetHookError):
         super().__init__(f"{type(cause).__name__}: {cause}")
 
 
+def counter_for(limits: ModelLimits) -> TokenCounter:
+    """The counter of the model the group's limits say counts it."""
+    return TokenCounter.for_model(limits.counting_model, base_model=limits.base_model)
+
+
 def estimate(request: BudgetRequest) -> int:
     """Our uncorrected count of the request's body as the client sent it (what a provider's count of the
     same body is compared with)."""
-    counter = TokenCounter.for_model(request.limits.counting_model, base_model=request.limits.base_model)
+    counter = counter_for(request.limits)
     shape = request.shape
     assert isinstance(shape, (ConversationShape, InputsShape))
     return int(shape.count(request.body, counter))
@@ -109,7 +115,7 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
         if unvouched is not None:
             context = _Context(request.body, request.model_group, request.limits, resolved)
             return context.blocked(_malformed(unvouched))
-        counter = TokenCounter.for_model(request.limits.counting_model, base_model=request.limits.base_model)
+        counter = counter_for(request.limits)
         if isinstance(shape, InputsShape):
             return decide_inputs(request.body, model_group=request.model_group, limits=request.limits,
                                  resolved=resolved, counter=counter, shape=shape)
@@ -220,7 +226,7 @@ def decide_conversation(
     except ContextBudgetError as exc:
         kind: BlockKind = "cannot_fit" if isinstance(exc, CannotFitError) else "output_reserve"
         detail = str(exc).removeprefix(f"{counter.model}: ")
-        message = f"model group {model_group!r} (counted as {counter.model}, {method_of(counter)}): {detail}"
+        message = f"model group {model_group!r} (counted as {counter.model}, {counter.method}): {detail}"
         wants = kind == "cannot_fit" and _wants_provider_count(policy.provider_count, calibration, counter,
                                                                exc.facts.get("tokens_before"), exc.facts.get("budget"))
         return context.blocked(BlockReason(kind, message, {"model_group": model_group, **exc.facts}),
@@ -255,7 +261,7 @@ def count_facts(counter: TokenCounter, calibration: Calibration | None = None) -
         how = "provider"
     elif profile.exact:
         how = "exact"
-    elif profile.encoding_name in ("mistral", "llama3"):
+    elif profile.encoding_name in FAMILY_ENCODINGS:
         how = "offline tokenizer"
     else:
         how = "estimate"
@@ -265,11 +271,6 @@ def count_facts(counter: TokenCounter, calibration: Calibration | None = None) -
     if calibration is not None and (calibration.correction is not None or calibration.provider_note is not None):
         facts.update(calibration.as_dict())
     return facts
-
-
-def method_of(counter: TokenCounter) -> str:
-    """How ``counter`` counts (a calibrated counter says its factor)."""
-    return str(getattr(counter, "method", None) or counter.profile.method)
 
 
 def _wants_provider_count(mode: str, calibration: Calibration, counter: TokenCounter, tokens: Any,
@@ -346,7 +347,7 @@ def decide_inputs(
         reserve_terms = "" if embedding else (f" (window {terms['window']} - output reserve {terms['output_reserve']}"
                                               f" - safety margin {terms['safety_margin']})")
         message = (
-            f"model group {model_group!r} (counted as {counter.model}, {method_of(counter)}): "
+            f"model group {model_group!r} (counted as {counter.model}, {counter.method}): "
             f"{result.describe_over()}{reserve_terms}. This model's maximum context length is {window} tokens. "
             f"Split each {what} into smaller pieces"
             + ("" if embedding else " or lower max_tokens") + "; nothing was truncated."

@@ -1,7 +1,7 @@
 """Learned corrections and windows, kept per process and shared through LiteLLM's Redis when it has one.
 
 Contract: ``SharedLearning(settings, redis=factory)``; ``factory()`` returns an async Redis client (the
-one LiteLLM built from its own settings, see ``hook._litellm_redis``) or None. Then:
+one LiteLLM built from its own settings, ``litellm_redis`` below) or None. Then:
 
 * ``await lookup(ids)`` -> ``(Correction | None, LearnedWindow | None)`` for the deployments a request
   may go to. With Redis, a deployment's shared state is re-read at most every ``sync_seconds``, within
