@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 EXTRAS=test . scripts/setup.sh
+. scripts/clients.sh
 # The end-to-end tests of shared learning start a real Redis server (Debian's redis-server) on 127.0.0.1.
 if ! command -v redis-server >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1; then
     SUDO=$([ "$(id -u)" = 0 ] && echo "" || echo "sudo -n")

@@ -3,7 +3,7 @@
     budget-hook count [--format F] --model MODEL [FILE|-]
     budget-hook trim  [--format F] --model MODEL [--max-input-tokens N] [--max-tokens N] [FILE|-]
     budget-hook check-config litellm_config.yaml
-    budget-hook replay --config litellm_config.yaml [--set KEY=VALUE ...] [--json] traffic.jsonl
+    budget-hook replay --config litellm_config.yaml [--set KEY=VALUE ...] [--json] [--plot F.svg] traffic.jsonl
 
 ``--format`` is one of the registered request shapes (chat, anthropic, responses, gemini, completions,
 embeddings); without it the shape is detected from the body. The proxy finds shapes through the same
@@ -184,6 +184,10 @@ def _replay(args: argparse.Namespace) -> int:
     runs = {"current policy": replay.replay(items, config)}
     if overrides:
         runs[f"with {', '.join(f'{k}={v}' for k, v in overrides.items())}"] = replay.replay(items, config, overrides)
+    if args.plot:
+        from .plot import svg
+
+        Path(args.plot).write_text(svg(runs), encoding="utf-8")
     if args.json:
         _print({name: {"requests": [{k: v for k, v in row.items() if k != "history"} for row in rows],
                        "summary": replay.summarise(rows)} for name, rows in runs.items()})
@@ -191,7 +195,9 @@ def _replay(args: argparse.Namespace) -> int:
     for name, rows in runs.items():
         print(f"== {name}")
         for row in rows:
-            detail = row.get("problem") or f"{row.get('tokens_before')} -> {row.get('tokens_after')} tokens"
+            detail = row.get("problem") or f"{row.get('tokens_before')} -> {row.get('tokens_after')} tokens" + (
+                f" (~{row['restored_chars']} characters the spend log cut, counted as filler)"
+                if row.get("restored_chars") else "")
             print(f"line {row['line']}: {row['model_group']} team={row['team'] or '-'} {row['action']}: {detail}")
         print()
         print(replay.table(replay.summarise(rows)))
@@ -242,7 +248,10 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--set", action="append", metavar="KEY=VALUE",
                         help="a budget_hook setting to compare with (repeatable): max_input_tokens=30000")
     replay.add_argument("--json", action="store_true", help="every decision and the summaries as JSON")
-    replay.add_argument("file", help="JSONL: one request a line, {model, route, team, body} or a bare body")
+    replay.add_argument("--plot", metavar="FILE.svg", help="also draw each group's requests: tokens before, "
+                        "forwarded per policy, the budget, the blocks")
+    replay.add_argument("file", help="a capture (JSONL: {model, route, team, body} or a bare body a line) or "
+                        "LiteLLM's spend-log export (JSON, JSONL or CSV rows of LiteLLM_SpendLogs)")
     return parser
 
 

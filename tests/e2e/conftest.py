@@ -80,7 +80,8 @@ def proxy_config(upstream_port: int, settings: dict) -> dict:
         "router_settings": {"model_group_alias": {"alias-small": "small"}, "fallbacks": [{"unstable": ["small"]}]},
         "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin", "e2e_logger.recorder"], "num_retries": 0},
         "callback_settings": {"budget_hook": settings},
-        "general_settings": {"custom_auth": "e2e_auth.user_api_key_auth"},
+        # the stand-in logger writes the spend-log row LiteLLM builds, with the request body as it stores it
+        "general_settings": {"custom_auth": "e2e_auth.user_api_key_auth", "store_prompts_in_spend_logs": True},
     }
 
 
@@ -109,8 +110,9 @@ def upstream(workdir):
 def proxy(workdir, upstream):
     folder = workdir / "proxy"
     config = write_config(folder, proxy_config(upstream.port, BUDGET_HOOK_SETTINGS))
-    standard_log = folder / "standard_logging.jsonl"
-    process = start_proxy(config, log_dir=folder, env={"E2E_STANDARD_LOG": str(standard_log)})
-    process.extra["standard_log"] = standard_log
+    standard_log, spend_log = folder / "standard_logging.jsonl", folder / "spend_logs.jsonl"
+    process = start_proxy(config, log_dir=folder, env={"E2E_STANDARD_LOG": str(standard_log),
+                                                       "E2E_SPEND_LOG": str(spend_log)})
+    process.extra.update(standard_log=standard_log, spend_log=spend_log, config=config)
     yield process
     process.stop()

@@ -41,7 +41,7 @@ from ..shapes.chat import SHAPE as CHAT
 from ..shapes.inputs import check_inputs
 from .bounds import body_problem
 from .decision import Action, BlockKind, BlockReason, Decision, shadowed
-from .request import BudgetRequest
+from .request import BudgetRequest, Caller
 
 
 class InternalFailure(BudgetHookError):
@@ -70,9 +70,13 @@ def estimate(request: BudgetRequest) -> int:
 def operator_policy(request: BudgetRequest, settings: PluginSettings) -> ResolvedPolicy:
     """The operator's policy for the request: config layers, then admin team/key metadata. No client input
     is read here, so nothing a client sends can change the mode or the fail mode."""
-    caller = request.caller
+    return caller_policy(request.model_group, request.limits, request.caller, settings)
+
+
+def caller_policy(model_group: str, limits: ModelLimits, caller: Caller, settings: PluginSettings) -> ResolvedPolicy:
+    """The operator's policy for ``caller`` on ``model_group`` (what ``operator_policy`` reads of a request)."""
     layers = settings.layers
-    resolved = layers.resolve(model_group=request.model_group, routed_groups=request.limits.routed_groups,
+    resolved = layers.resolve(model_group=model_group, routed_groups=limits.routed_groups,
                               team_id=caller.team_id, key_hash=caller.key_hash,
                               team_alias=caller.team_alias if settings.match_team_alias else None,
                               key_alias=caller.key_alias if settings.match_key_alias else None)

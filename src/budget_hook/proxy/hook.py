@@ -40,16 +40,18 @@ from ..budget import ModelLimits
 from ..counting.cache import COUNT_CACHE
 from ..errors import PolicyError
 from ..learning import Calibration
-from ..pipeline import BudgetRequest, Decision, DecisionRecord, InternalFailure, decide, estimate
+from ..pipeline import BudgetRequest, Decision, DecisionRecord, InternalFailure, advertised, decide, estimate
 from ..pipeline.record import BUDGET_HEADERS
 from ..policy import PluginSettings, load_settings
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, UNREAD_MODEL_CALL_TYPES
-from .app_hooks import expose, wrap_error_handler
+from .app_hooks import expose, wrap_error_handler, wrap_routes
 from .client_input import SETTINGS_NAME, caller_of, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, responses_failed_events, unread_route_error
 from .feedback import learn_from_error, learn_from_usage, provider_prompt_tokens
 from .loglines import bounded_line, describe_error
 from .metrics import Metrics
+from .model_info import ROUTES as MODEL_INFO_ROUTES
+from .model_info import advertise, groups_in, is_proxy_admin
 from .offload import Offloader
 from .provider_count import ProviderCounter, group_target
 from .records import RecordStore
@@ -181,6 +183,9 @@ class BudgetHookPlugin(CustomLogger):
         self.metrics = Metrics()
         self.provider_counter = ProviderCounter()
         self._app_hooked = False
+        server = sys.modules.get("litellm.proxy.proxy_server")  # inside the proxy: its routes exist by now
+        if server is not None:
+            wrap_routes(getattr(server, "app", None), MODEL_INFO_ROUTES, self._advertise)
         COUNT_CACHE.configure(settings.count_cache_entries)
         if settings.log_to_stderr:
             _install_stderr_handler()
@@ -257,6 +262,14 @@ class BudgetHookPlugin(CustomLogger):
             error.gemini = shape.name == "gemini" and error.status_code == 400
             raise error
         return forwarded
+
+    async def _advertise(self, path: str, payload: Any, endpoint_args: Mapping[str, Any]) -> Any:
+        """``/v1/models`` and ``/model/info`` with each group's window as this caller's policy gives it."""
+        key, adverts = endpoint_args.get("user_api_key_dict"), {}
+        for group in groups_in(path, payload):
+            limits, _ = await self._learned(self.model_limits(group))
+            adverts[group] = advertised(group, limits, caller_of(key), self.settings)
+        return advertise(path, payload, adverts.get, admin=is_proxy_admin(key))
 
     async def _learned(self, limits: ModelLimits) -> tuple[ModelLimits, Calibration]:
         """The limits with the smallest window providers' errors named for these deployments, and the

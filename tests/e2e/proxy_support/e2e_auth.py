@@ -15,6 +15,7 @@ KEYS = {
     "sk-team-meta": {"team_id": "team-meta", "team_metadata": {"budget_hook": {"max_input_tokens": 1000}}},
     "sk-bad-meta": {"key_alias": "bad-meta", "metadata": {"budget_hook": {"max_input_token": 5}}},
     "sk-pinned": {"key_alias": "pinned-key"},
+    "sk-admin": {"user_role": "proxy_admin"},
 }
 
 

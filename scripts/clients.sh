@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Sourced by test.sh: the real client programs the end-to-end suite drives, each installed only when its
+# pinned list changed.
+#   .venv-clients/   Python clients that cannot share .venv with LiteLLM (tests/e2e/clients/requirements.txt)
+#   .npm-clients/    Claude Code and Codex CLI from npm (tests/e2e/clients/package.json), when npm is here
+# Nothing fails here: a client that cannot be installed makes its tests skip (fail under CI=true).
+client_stamp() { sha256sum "$1" | cut -d' ' -f1; }
+REQS=tests/e2e/clients/requirements.txt
+if [ "$(cat .venv-clients/.stamp 2>/dev/null)" != "$(client_stamp $REQS)" ]; then
+    echo "== installing the Python test clients into .venv-clients ($REQS)" >&2
+    rm -rf .venv-clients
+    { .venv/bin/uv venv --quiet --python .venv/bin/python .venv-clients \
+        && .venv/bin/uv pip install --quiet --python .venv-clients/bin/python -r $REQS; } \
+        || { "${PYTHON:-python3}" -m venv .venv-clients && .venv-clients/bin/python -m pip install --quiet \
+             --disable-pip-version-check -r $REQS; } \
+        && client_stamp $REQS > .venv-clients/.stamp \
+        || echo "   could not install them: their tests will be skipped" >&2
+fi
