@@ -16,3 +16,16 @@ if [ "$(cat .venv-clients/.stamp 2>/dev/null)" != "$(client_stamp $REQS)" ]; the
         && client_stamp $REQS > .venv-clients/.stamp \
         || echo "   could not install them: their tests will be skipped" >&2
 fi
+# Claude Code and Codex (native binaries from npm, ~800 MB with their platform packages). When npm is here the
+# suite requires them (BUDGET_HOOK_AGENT_CLIS=required); without npm their tests skip.
+PKG=tests/e2e/clients/package.json
+if command -v npm >/dev/null 2>&1; then
+    export BUDGET_HOOK_AGENT_CLIS=required
+    if [ "$(cat .npm-clients/.stamp 2>/dev/null)" != "$(client_stamp $PKG)" ]; then
+        echo "== installing Claude Code and Codex CLI into .npm-clients ($PKG)" >&2
+        rm -rf .npm-clients && mkdir -p .npm-clients && cp $PKG .npm-clients/package.json
+        (cd .npm-clients && npm install --no-audit --no-fund --loglevel=error >/dev/null) \
+            && client_stamp $PKG > .npm-clients/.stamp \
+            || echo "   npm could not install them: their tests will fail" >&2
+    fi
+fi

@@ -18,7 +18,8 @@ mistral     mistral-small-4k                   4000, counted with Mistral's own 
 wild/*      any fake model (wildcard)          per the model named in the request
 emb         text-embedding-3-small-1k         1000 per input (/embeddings)
 claude      anthropic/claude-sonnet-4-5-4k    4000 (/v1/messages to the fake's Anthropic API)
-codex       gpt-4o-20k                         20000 from config ``model_info`` (replays of Codex CLI requests)
+codex       gpt-4o-20k                         20000 from config ``model_info`` (Codex CLI: replays, and the real CLI)
+claude-sonnet-4-5  anthropic/claude-sonnet-4-5-100k  100000 (the real Claude Code CLI, which sends max_tokens 32000)
 =========== ============================== ===========================================================
 """
 
@@ -33,7 +34,8 @@ import yaml
 from .harness import HERE, start_fake_provider, start_proxy
 
 UPSTREAM_MODELS = {"mistral-small-4k": 4000, "gpt-4o-16k-down": 16000, "gpt-4o-4k": 4000, "gpt-4o-6k": 6000, "gpt-4o-8k": 8000, "gpt-4o-16k": 16000,
-                   "claude-sonnet-4-5-4k": 4000, "text-embedding-3-small-1k": 1000, "gpt-4o-20k": 20000}
+                   "claude-sonnet-4-5-4k": 4000, "text-embedding-3-small-1k": 1000, "gpt-4o-20k": 20000,
+                   "claude-sonnet-4-5-100k": 100000}
 
 BUDGET_HOOK_SETTINGS = {
     "mode": "enforce",
@@ -76,6 +78,10 @@ def proxy_config(upstream_port: int, settings: dict) -> dict:
                                                         "api_base": f"http://127.0.0.1:{upstream_port}",
                                                         "api_key": "fake-key"},
              "model_info": {"max_input_tokens": 4000}},
+            {"model_name": "claude-sonnet-4-5", "litellm_params": {"model": "anthropic/claude-sonnet-4-5-100k",
+                                                                   "api_base": f"http://127.0.0.1:{upstream_port}",
+                                                                   "api_key": "fake-key"},
+             "model_info": {"max_input_tokens": 100000}},
         ],
         "router_settings": {"model_group_alias": {"alias-small": "small"}, "fallbacks": [{"unstable": ["small"]}]},
         "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin", "e2e_logger.recorder"], "num_retries": 0},

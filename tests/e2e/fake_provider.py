@@ -15,8 +15,8 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a rea
 * streams (SSE) when asked, with a final usage chunk;
 * also serves ``/v1/embeddings`` (each input against the window), ``/v1/responses`` (items, with
   ``function_call``/``function_call_output`` pairing; with ``previous_response_id`` an output whose call is
-  not in ``input`` is accepted, as the server holds the earlier items; never streamed: a JSON response
-  whatever ``stream`` says) and Anthropic's ``/v1/messages`` (Anthropic's ``prompt is too long`` error,
+  not in ``input`` is accepted, as the server holds the earlier items; streamed as the Responses API's
+  events when asked) and Anthropic's ``/v1/messages`` (Anthropic's ``prompt is too long`` error,
   ``tool_use``/``tool_result`` pairing checked like the real API, and roles that must alternate: two
   ``user`` or two ``assistant`` messages in a row are a 400 ``invalid_request_error``).
 
@@ -381,16 +381,46 @@ def _responses(self, body: dict) -> None:
                            "context_length_exceeded", "input")
     now = int(time.time())
     text = f"ok: {len(items)} items, {prompt} input tokens"
-    self._send(200, {
+    message = {"type": "message", "id": f"msg_{uuid.uuid4().hex[:8]}", "status": "completed", "role": "assistant",
+               "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    response = {
         "id": f"resp_{uuid.uuid4().hex[:12]}", "object": "response", "created_at": now, "status": "completed",
-        "model": model, "output": [{"type": "message", "id": f"msg_{uuid.uuid4().hex[:8]}", "status": "completed",
-                                    "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+        "model": model, "output": [message],
         "parallel_tool_calls": True, "tool_choice": "auto", "tools": [], "error": None, "incomplete_details": None,
         "instructions": None, "metadata": {}, "temperature": 1.0, "top_p": 1.0, "text": {"format": {"type": "text"}},
         "usage": {"input_tokens": prompt, "output_tokens": 8, "total_tokens": prompt + 8,
                   "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
-    })
+    }
+    if body.get("stream"):
+        return _stream_response(self, response, message, text)
+    self._send(200, response)
     return None
+
+
+def _stream_response(self, response: dict, message: dict, text: str) -> None:
+    """The Responses API's event stream for a one-message answer, as OpenAI sends it."""
+    started = {**response, "status": "in_progress", "output": [], "usage": None}
+    part = {"type": "output_text", "text": "", "annotations": []}
+    ids = {"item_id": message["id"], "output_index": 0}
+    events = [
+        ("response.created", {"response": started}),
+        ("response.in_progress", {"response": started}),
+        ("response.output_item.added", {"output_index": 0, "item": {**message, "status": "in_progress", "content": []}}),
+        ("response.content_part.added", {**ids, "content_index": 0, "part": part}),
+        ("response.output_text.delta", {**ids, "content_index": 0, "delta": text}),
+        ("response.output_text.done", {**ids, "content_index": 0, "text": text}),
+        ("response.content_part.done", {**ids, "content_index": 0, "part": {**part, "text": text}}),
+        ("response.output_item.done", {"output_index": 0, "item": message}),
+        ("response.completed", {"response": response}),
+    ]
+    self.send_response(200)
+    self.send_header("content-type", "text/event-stream")
+    self.send_header("connection", "close")
+    self.end_headers()
+    for number, (kind, data) in enumerate(events):
+        self.wfile.write(f"event: {kind}\ndata: {json.dumps({'type': kind, 'sequence_number': number, **data})}\n\n".encode())
+    self.wfile.flush()
+    self.close_connection = True
 
 
 Handler._anthropic = _anthropic
