@@ -80,3 +80,7 @@ def test_any_payload_is_answered_without_raising(payload):
         for shaped in (payload, {"data": payload}, {"data": [payload]}):
             groups_in(path, shaped)
             advertise(path, shaped, adverts, admin=False)
+
+
+def test_wildcard_patterns_are_not_groups():
+    assert groups_in("/v1/models", {"data": [{"id": "openai/*"}, {"id": "small"}]}) == ["small"]

@@ -424,6 +424,26 @@ def test_metrics_are_bounded_and_escaped():
     assert 'model_group="other"' in text and '\\"' in text and "\n\n" not in text
 
 
+def test_metrics_reach_prometheus_client_s_registry_with_the_same_values():
+    """What LiteLLM's Prometheus integration serves on /metrics: the same series, escaped once."""
+    from types import SimpleNamespace
+
+    from prometheus_client import REGISTRY, generate_latest
+
+    from budget_hook.proxy.metrics import Metrics, register_with_prometheus
+
+    metrics = Metrics()
+    assert register_with_prometheus(metrics) and register_with_prometheus(metrics)  # a second call re-points
+    record = SimpleNamespace(model_group='small"x', team_alias="strict", team_id=None, action="trimmed",
+                             tokens_before=120, tokens_after=80, estimate_forwarded=80)
+    metrics.observe(record, "success", billed=84)
+    text = generate_latest(REGISTRY).decode()
+    assert 'budget_hook_decisions_total{action="trimmed",model_group="small\\"x",outcome="success",team="strict"} 1.0' \
+        in text
+    assert 'budget_hook_provider_prompt_tokens_total{model_group="small\\"x",team="strict"} 84.0' in text
+    assert 'budget_hook_tokens_after_total{model_group="small\\"x",team="strict"} 80.0' in text
+
+
 def test_the_gateway_s_own_block_never_teaches_a_window():
     """A block's message opens with the provider's sentence (Claude Code reads it): were a route to hand it
     back as another exception class, the blocked record still keeps it from teaching a window."""

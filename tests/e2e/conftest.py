@@ -84,7 +84,9 @@ def proxy_config(upstream_port: int, settings: dict) -> dict:
              "model_info": {"max_input_tokens": 100000}},
         ],
         "router_settings": {"model_group_alias": {"alias-small": "small"}, "fallbacks": [{"unstable": ["small"]}]},
-        "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin", "e2e_logger.recorder"], "num_retries": 0},
+        # "prometheus": LiteLLM's own integration, whose /metrics serves budget_hook's series too
+        "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin", "e2e_logger.recorder", "prometheus"],
+                             "num_retries": 0},
         "callback_settings": {"budget_hook": settings},
         # the stand-in logger writes the spend-log row LiteLLM builds, with the request body as it stores it
         "general_settings": {"custom_auth": "e2e_auth.user_api_key_auth", "store_prompts_in_spend_logs": True},

@@ -167,7 +167,7 @@ def test_the_metrics_endpoint_counts_decisions(proxy):
     assert ok.status_code == 200
     text = ""
     for _ in range(50):  # the success callback runs after the response
-        text = httpx.get(f"{proxy.base_url}/budget_hook/metrics", timeout=10).text
+        text = httpx.get(f"{proxy.base_url}/budget_hook/metrics", headers=HEADERS, timeout=10).text
         if 'action="pass"' in text:
             break
         __import__("time").sleep(0.1)
@@ -175,6 +175,15 @@ def test_the_metrics_endpoint_counts_decisions(proxy):
     assert 'budget_hook_decisions_total{action="blocked",model_group="small",outcome="failure",team=""}' in text
     assert 'action="pass",model_group="small",outcome="success"' in text
     assert "budget_hook_provider_prompt_tokens_total{" in text and "budget_hook_tokens_before_total{" in text
+    # the same series on LiteLLM's own Prometheus endpoint (callbacks: ["prometheus"])
+    litellm_metrics = httpx.get(f"{proxy.base_url}/metrics/", headers=HEADERS, timeout=10, follow_redirects=True)
+    assert litellm_metrics.status_code == 200, litellm_metrics.text[:300]
+    assert 'budget_hook_decisions_total{action="blocked",model_group="small",outcome="failure",team=""}' \
+        in litellm_metrics.text
+    assert "litellm_" in litellm_metrics.text  # next to LiteLLM's own metrics
+    # both need a key, as LiteLLM's /metrics does unless require_auth_for_metrics_endpoint is false
+    unknown = {"authorization": "Bearer sk-unknown"}
+    assert httpx.get(f"{proxy.base_url}/budget_hook/metrics", headers=unknown, timeout=10).status_code == 401
 
 
 def test_v1_messages_to_an_openai_deployment_is_decided_in_the_format_it_arrives_in(proxy):

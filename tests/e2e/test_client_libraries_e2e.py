@@ -7,6 +7,8 @@ Each by its own rules, through the session's real proxy (tests/e2e/conftest.py),
   OpenAI's ``response.failed`` event, which langchain-openai raises as a ValueError carrying the code;
 * openai-agents (chat and Responses models) surfaces the provider's code to its retry policies
   (``error_code == "context_length_exceeded"``); a streamed Responses run fails with that code;
+* LiteLLM's own SDK (``litellm_proxy/`` models: aider and many apps reach a gateway through it) raises its
+  ``ContextWindowExceededError``;
 * pydantic-ai raises ``ModelContextWindowExceededError``: for OpenAI shapes only on status 400 **and**
   ``code == "context_length_exceeded"`` (or OpenAI's sentence), for Anthropic on "prompt is too long". It runs
   in its own venv (``.venv-clients``, ``scripts/clients.sh``): its releases that classify overflows need
@@ -115,6 +117,20 @@ def test_openai_agents_streamed_responses_run_fails_with_the_overflow_code(proxy
 
     with pytest.raises(ModelBehaviorError, match="context_length_exceeded"):
         asyncio.run(run())
+
+
+# LiteLLM's own SDK (what aider and many apps call the gateway through) ------------------------------------
+
+@pytest.mark.parametrize("stream", [False, True], ids=["completion", "stream"])
+def test_litellm_s_sdk_raises_context_window_exceeded(proxy, stream):
+    import litellm
+
+    with pytest.raises(litellm.ContextWindowExceededError):
+        response = litellm.completion(model="litellm_proxy/small", api_base=f"{proxy.base_url}/v1", api_key=KEY,
+                                      messages=[{"role": "user", "content": BIG}], max_tokens=100, stream=stream,
+                                      num_retries=0)
+        if stream:
+            list(response)
 
 
 # pydantic-ai (its own venv) ---------------------------------------------------------------------------------

@@ -66,3 +66,9 @@ def test_model_info_lowers_max_input_tokens_except_for_admins(proxy):
 def test_model_group_info_carries_the_budget(proxy):
     group = rows(get(proxy, "/model_group/info", "sk-strict"), "model_group")["small"]
     assert group["max_input_tokens"] == 1500 and group["budget_hook"]["input_budget"] == 1500
+
+
+def test_a_wildcard_entry_is_listed_as_litellm_lists_it(proxy):
+    listed = get(proxy, "/v1/models", "sk-default")["data"]
+    patterns = [row for row in listed if "*" in row["id"]]
+    assert all("budget_hook" not in row for row in patterns)

@@ -48,13 +48,13 @@ from .app_hooks import expose, wrap_error_handler, wrap_routes
 from .client_input import SETTINGS_NAME, caller_of, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, responses_failed_events, unread_route_error
 from .feedback import learn_from_error, learn_from_usage, provider_prompt_tokens
-from .loglines import bounded_line, describe_error
-from .metrics import Metrics
+from .loglines import bounded_line, describe_error, install_stderr_handler
+from .metrics import Metrics, register_with_prometheus
 from .model_info import ROUTES as MODEL_INFO_ROUTES
 from .model_info import advertise, groups_in, is_proxy_admin
 from .offload import Offloader
 from .provider_count import ProviderCounter, group_target
-from .records import RecordStore
+from .records import RecordStore, attach_record
 from .shared import SharedLearning, litellm_redis
 from .windows import (
     WindowCache,
@@ -113,17 +113,15 @@ def responses_failed_stream(error: BudgetHookHTTPError) -> Any:
     return StreamingResponse(iter([body]), status_code=200, media_type="text/event-stream", headers=error.headers)
 
 
-def _install_stderr_handler() -> None:
-    # The proxy's own logging set-up does not cover third-party loggers; without a handler an operator
-    # would see nothing. One handler, once, printing the JSON record as is.
-    if any(getattr(h, "_budget_hook", False) for h in logger.handlers):
-        return
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(message)s"))
-    handler._budget_hook = True  # type: ignore[attr-defined]
-    logger.addHandler(handler)
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
+def _add_routes(app: Any, plugin: BudgetHookPlugin) -> None:
+    """The listings advertise budgets; ``GET /budget_hook/metrics`` authenticates as LiteLLM's ``/metrics`` does
+    (any valid key, unless ``litellm_settings.require_auth_for_metrics_endpoint: false``)."""
+    from fastapi import Depends
+    from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
+
+    wrap_routes(app, MODEL_INFO_ROUTES, plugin._advertise)
+    auth = [Depends(user_api_key_auth)] if litellm.require_auth_for_metrics_endpoint is not False else []
+    app.add_api_route("/budget_hook/metrics", plugin._metrics_endpoint, methods=["GET"], dependencies=auth)
 
 
 def _router() -> Any:
@@ -181,14 +179,16 @@ class BudgetHookPlugin(CustomLogger):
         self.offloader = Offloader(threads=settings.counting_threads, offload_chars=settings.offload_chars)
         self.learning = SharedLearning(settings.learning, redis=lambda: litellm_redis(_router(), litellm))
         self.metrics = Metrics()
+        register_with_prometheus(self.metrics)  # LiteLLM's /metrics, when prometheus_client is installed
         self.provider_counter = ProviderCounter()
         self._app_hooked = False
         server = sys.modules.get("litellm.proxy.proxy_server")  # inside the proxy: its routes exist by now
         if server is not None:
-            wrap_routes(getattr(server, "app", None), MODEL_INFO_ROUTES, self._advertise)
+            with contextlib.suppress(Exception):
+                _add_routes(server.app, self)
         COUNT_CACHE.configure(settings.count_cache_entries)
         if settings.log_to_stderr:
-            _install_stderr_handler()
+            install_stderr_handler(logger)
         elif logger.level == logging.NOTSET:
             # Records are INFO; without this they would stop at the root logger's usual WARNING level.
             logger.setLevel(logging.INFO)
@@ -208,7 +208,6 @@ class BudgetHookPlugin(CustomLogger):
 
                 expose(proxy_server.app, BUDGET_HEADERS)
                 wrap_error_handler(proxy_server.app, ProxyException, self._restore_block)
-                proxy_server.app.add_api_route("/budget_hook/metrics", self._metrics_endpoint, methods=["GET"])
         if not isinstance(data, dict):
             return None
         shape = SHAPES.for_call_type(call_type)
@@ -247,7 +246,7 @@ class BudgetHookPlugin(CustomLogger):
                 fail_mode = self.settings.base_fail_mode
             return self._internal_failure(exc, data, key, fail_mode, request)
         self.records.remember(data.get("litellm_call_id"), record)
-        marker = _attach(data, key, record)
+        marker = attach_record(data, key, record)
         # the trimmed copy carries the metadata just attached (the record, and spend_logs_metadata)
         forwarded = data if decision.request is data else {**decision.request, key: data[key]}
         if decision.action != "blocked":  # a refused request makes no attempt
@@ -413,7 +412,7 @@ class BudgetHookPlugin(CustomLogger):
         record = self._log_internal(exc, data, fail_mode, request)
         try:
             self.records.remember(data.get("litellm_call_id"), record)
-            _attach(data, key, record)
+            attach_record(data, key, record)
         except Exception:  # pragma: no cover - metadata of an unexpected shape; forwarding matters more
             pass
         if fail_mode == "closed":
@@ -478,19 +477,6 @@ class BudgetHookPlugin(CustomLogger):
             logger.info(bounded_line(entry))
         except Exception:  # a logging problem must never affect the response
             logger.exception("budget_hook: could not write the decision record")
-
-
-def _attach(data: dict, key: str, record: DecisionRecord) -> dict[str, Any]:
-    """The record under ``<key>.budget_hook`` and ``<key>.spend_logs_metadata.budget_hook`` (without any
-    content). A fresh metadata dict: the client's own metadata object is never mutated."""
-    metadata = dict(data.get(key) or {}) if isinstance(data.get(key), Mapping) else {}
-    spend = metadata.get("spend_logs_metadata")
-    spend = dict(spend) if isinstance(spend, Mapping) else {}
-    spend[SETTINGS_NAME] = record.as_dict(content=False)
-    metadata["spend_logs_metadata"] = spend
-    attached = metadata[SETTINGS_NAME] = record.as_dict()
-    data[key] = metadata
-    return attached
 
 
 #: The instance the proxy loads: ``litellm_settings: callbacks: budget_hook.proxy.plugin``.

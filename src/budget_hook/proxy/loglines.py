@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import sys
 from typing import Any
 
 
@@ -43,3 +45,16 @@ def bounded_line(entry: dict[str, Any]) -> str:
     return json.dumps({**essentials, "decision": {k: decision.get(k) for k in ("action", "tokens_before",
                                                                             "tokens_after")},
                        "truncated": f"record over {MAX_LOG_LINE_CHARS} chars"}, default=str, ensure_ascii=False)
+
+
+def install_stderr_handler(logger: logging.Logger) -> None:
+    """The proxy's own logging set-up does not cover third-party loggers; without a handler an operator
+    would see nothing. One handler, once, printing the JSON record as is."""
+    if any(getattr(h, "_budget_hook", False) for h in logger.handlers):
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler._budget_hook = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False

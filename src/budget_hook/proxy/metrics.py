@@ -3,7 +3,10 @@
 Contract: ``Metrics.observe(record, outcome, billed)`` counts one settled request: its decision by action,
 model group and team, its tokens before and after, and, when the provider reported its bill, the bill next
 to our estimate of what was forwarded. ``render()`` is the text ``GET /budget_hook/metrics`` answers
-(``text/plain; version=0.0.4``). Thread-safe; label sets are bounded (``MAX_SERIES``: what does not fit
+(``text/plain; version=0.0.4``). ``register_with_prometheus(metrics)`` also serves the same series through
+``prometheus_client``'s default registry when that package is installed, which is what LiteLLM's own
+Prometheus integration (``callbacks: ["prometheus"]``) exposes on the proxy's ``/metrics``; returns whether it
+registered. Thread-safe; label sets are bounded (``MAX_SERIES``: what does not fit
 is counted under ``model_group="other"``), so clients naming made-up groups cannot grow it without end.
 """
 
@@ -28,7 +31,11 @@ _NAMES = {
 
 def _label(value: Any) -> str:
     text = "" if value is None else str(value)
-    return text.replace("\\", "\\\\").replace("\n", " ").replace('"', '\\"')[:200]
+    return text.replace("\n", " ")[:200]
+
+
+def _escaped(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"')
 
 
 class Metrics:
@@ -55,12 +62,46 @@ class Metrics:
                 self._values["estimate"][self._key("estimate", labels)] += record.estimate_forwarded
                 self._values["billed"][self._key("billed", labels)] += billed
 
+    def families(self) -> list[tuple[str, str, list[tuple[dict[str, str], float]]]]:
+        """Each metric's name, help and samples (labels, value), as one consistent snapshot."""
+        with self._lock:
+            return [(metric, doc, [(dict(key), value) for key, value in sorted(self._values[name].items())])
+                    for name, (metric, _, doc) in _NAMES.items()]
+
     def render(self) -> str:
         lines: list[str] = []
-        with self._lock:
-            for name, (metric, kind, doc) in _NAMES.items():
-                lines += [f"# HELP {metric} {doc}", f"# TYPE {metric} {kind}"]
-                for key, value in sorted(self._values[name].items()):
-                    labels = ",".join(f'{k}="{v}"' for k, v in key)
-                    lines.append(f"{metric}{{{labels}}} {value:g}")
+        for metric, doc, samples in self.families():
+            lines += [f"# HELP {metric} {doc}", f"# TYPE {metric} counter"]
+            for labels, value in samples:
+                text = ",".join(f'{k}="{_escaped(v)}"' for k, v in labels.items())
+                lines.append(f"{metric}{{{text}}} {value:g}")
         return "\n".join(lines) + "\n"
+
+
+_REGISTERED: list[Metrics] = []
+
+
+def register_with_prometheus(metrics: Metrics) -> bool:
+    """Serve ``metrics`` from prometheus_client's default registry (once per process: a later plugin instance
+    takes the place of an earlier one)."""
+    try:
+        from prometheus_client import REGISTRY
+        from prometheus_client.core import CounterMetricFamily
+    except ImportError:
+        return False
+    if _REGISTERED:
+        _REGISTERED[0] = metrics
+        return True
+
+    class Collector:
+        def collect(self) -> Any:
+            for metric, doc, samples in _REGISTERED[0].families():
+                names = sorted({k for labels, _ in samples for k in labels})
+                family = CounterMetricFamily(metric, doc, labels=names)
+                for labels, value in samples:
+                    family.add_metric([labels.get(k, "") for k in names], value)
+                yield family
+
+    _REGISTERED.append(metrics)
+    REGISTRY.register(Collector())
+    return True

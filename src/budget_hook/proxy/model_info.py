@@ -11,7 +11,8 @@ mutates ``payload``. ``advert(group)`` is that group's ``Advertised`` (or None: 
   the ``budget_hook`` object, and ``max_input_tokens`` lowered to the budget, except for a proxy admin (the
   admin UI edits deployments from these values: it must see, and save back, the configured window).
 
-Groups the plugin leaves alone for this caller (mode off or shadow, unknown window blocked) are untouched.
+Groups the plugin leaves alone for this caller (mode off or shadow, unknown window blocked) are untouched, and
+so are wildcard entries (``openai/*``): a pattern has no window, the model a request names has.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ def groups_in(path: str, payload: Any) -> list[str]:
     if key.get(path) is None or not isinstance(rows, list):
         return []
     return list(dict.fromkeys(row[key[path]] for row in rows if isinstance(row, Mapping)
-                              and isinstance(row.get(key[path]), str)))
+                              and isinstance(row.get(key[path]), str) and "*" not in row[key[path]]))
 
 
 def advertise(path: str, payload: Any, advert: Callable[[str], Advertised | None], admin: bool) -> Any:

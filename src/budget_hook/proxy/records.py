@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from typing import Any, Generic, TypeVar
 
 #: records of requests in flight (the bound only guards against callbacks that never come)
@@ -69,3 +70,17 @@ class RecordStore(Generic[R]):
 
     def failed_ids(self) -> list[str]:
         return list(self._failed)
+
+
+def attach_record(data: dict, key: str, record: Any, name: str = "budget_hook") -> dict[str, Any]:
+    """The record under ``<key>.budget_hook`` and ``<key>.spend_logs_metadata.budget_hook`` (without any
+    content: spend logs are stored). A fresh metadata dict: the client's own metadata object is never mutated."""
+    metadata = dict(data.get(key) or {}) if isinstance(data.get(key), Mapping) else {}
+    spend = metadata.get("spend_logs_metadata")
+    spend = dict(spend) if isinstance(spend, Mapping) else {}
+    spend[name] = record.as_dict(content=False)
+    metadata["spend_logs_metadata"] = spend
+    attached: dict[str, Any] = record.as_dict()
+    metadata[name] = attached
+    data[key] = metadata
+    return attached
