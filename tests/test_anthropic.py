@@ -6,6 +6,7 @@ import copy
 import sys
 from pathlib import Path
 
+from budget_hook.budget.compute import BudgetPolicy
 from budget_hook.counting import TokenCounter
 from budget_hook.shapes.anthropic import anthropic_to_openai_chat
 from budget_hook.trimming.structure import pairing_problems
@@ -61,3 +62,26 @@ def test_previous_turn_thinking_is_not_billed():
     without = {"messages": [body["messages"][0], {"role": "assistant", "content": "answer"}, body["messages"][2]]}
     counter = TokenCounter.for_model("claude-sonnet-4-5")
     assert counter.count_request(anthropic_to_openai_chat(body)).total == counter.count_request(without).total
+
+
+def test_a_block_uses_the_sentence_anthropic_would_for_its_numbers():
+    """The max_tokens sentence when the input fits with room for an answer (the client lowers max_tokens and
+    retries: no compaction), "prompt is too long" when it does not or a cap forbids it. The limit named is
+    window - safety margin, so Claude Code's retry (limit - input - 1,000) then fits the budget."""
+    from budget_hook.budget import compute_budget
+    from budget_hook.shapes.anthropic import SHAPE
+
+    budget = compute_budget(100_000, requested_output_tokens=32_000).as_dict()  # margin 5,000: budget 63,000
+    facts = {**budget, "tokens_after_trimming": 66_692}
+    assert SHAPE.overflow_wording(facts, 70_000) == (
+        "input length and `max_tokens` exceed context limit: 66692 + 32000 > 95000, decrease input length or "
+        "`max_tokens` and try again.")
+    retried = compute_budget(100_000, requested_output_tokens=95_000 - 66_692 - 1000)
+    assert retried.budget >= 66_692  # Claude Code's lowered max_tokens leaves room for the input
+    assert SHAPE.overflow_wording({**facts, "tokens_after_trimming": 93_000}, None).startswith(
+        "prompt is too long: 93000 tokens > 63000 maximum")  # no room for an answer: compact instead
+    capped = {**compute_budget(100_000, requested_output_tokens=32_000, policy=BudgetPolicy(max_input_tokens=50_000))
+              .as_dict(), "tokens_after_trimming": 60_000}
+    assert SHAPE.overflow_wording(capped, None).startswith("prompt is too long: 60000 tokens > 50000 maximum")
+    reserve = {**compute_budget(100_000, requested_output_tokens=32_000).as_dict(), "tokens_before": 10}
+    assert "10 + 32000 > 95000" in SHAPE.reserve_wording(reserve, None)

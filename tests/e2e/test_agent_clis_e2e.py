@@ -11,7 +11,9 @@ context, which budget_hook keeps) and a long second turn. Together they are over
 blocks the second turn. Each CLI must read the block as a context overflow and compact:
 
 * Claude Code reads Anthropic's ``prompt is too long: N tokens > M maximum``, sends its summarisation request
-  ("CRITICAL: Respond with TEXT ONLY ...") and retries the turn on the compacted history, in the same run;
+  ("CRITICAL: Respond with TEXT ONLY ...") and retries the turn on the compacted history, in the same run; and
+  on ``input length and `max_tokens` exceed context limit`` (the input fits, input + max_tokens does not) it
+  lowers max_tokens and retries, without compacting;
 * Codex reads the streamed ``response.failed`` with code ``context_length_exceeded`` ("Codex ran out of
   room in the model's context window", not the raw JSON of a plain 400), marks its context full, and on
   the next turn compacts first ("You are performing a CONTEXT CHECKPOINT COMPACTION ...") and carries on.
@@ -56,7 +58,8 @@ def clean_env(home: Path, **extra: str) -> dict[str, str]:
     return {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "LANG": "C.UTF-8", **extra}
 
 
-def test_claude_code_compacts_after_a_block_and_carries_on(proxy, upstream, tmp_path):
+def claude_code(proxy, tmp_path: Path):
+    """``turn(prompt, *flags)`` runs one ``claude -p`` turn in a fresh home and working folder."""
     claude = cli("claude")
     env = clean_env(tmp_path / "home", ANTHROPIC_BASE_URL=proxy.base_url, ANTHROPIC_API_KEY="sk-default",
                     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1", DISABLE_AUTOUPDATER="1", DISABLE_TELEMETRY="1")
@@ -68,20 +71,49 @@ def test_claude_code_compacts_after_a_block_and_carries_on(proxy, upstream, tmp_
                               input=prompt, capture_output=True, text=True, env=env, cwd=work, timeout=300)
         return json.loads(done.stdout.strip().splitlines()[-1])
 
-    first = turn("Remember this list: " + words(9000, "cc-e2e-first", 1))
+    return turn
+
+
+def claude_requests(upstream, marker: str) -> list[dict]:
+    return [p["body"] for p in upstream_payloads(upstream) if p["path"] == "/v1/messages"
+            and p["body"].get("model") == "claude-sonnet-4-5-100k" and marker in json.dumps(p["body"]["messages"])]
+
+
+def blocks(proxy) -> int:
+    return sum(1 for r in decision_records(proxy) if r["decision"]["action"] == "blocked"
+               and r["model_group"] == "claude-sonnet-4-5")
+
+
+def test_claude_code_lowers_max_tokens_on_anthropic_s_sentence_and_carries_on(proxy, upstream, tmp_path):
+    """One long turn (~73k tokens with Claude Code's ~23k of system prompt and tools): over the 63,000 budget
+    that max_tokens 32000 leaves, but the input itself fits the window with room for an answer. The block
+    says ``input length and `max_tokens` exceed context limit: X + 32000 > 95000``; Claude Code retries with
+    max_tokens 95000 - X - 1000, which fits, in the same run: no compaction, nothing lost."""
+    turn = claude_code(proxy, tmp_path)
+    before = blocks(proxy)
+    result = turn("Remember this list: " + words(29000, "cc-e2e-maxtokens", 6))
+    assert result["is_error"] is False, result
+    assert blocks(proxy) == before + 1
+    sent = claude_requests(upstream, "cc-e2e-maxtokens")
+    assert sent and sent[-1]["max_tokens"] < 32000  # the retry, with the lowered allowance, reached the provider
+    assert not any("CRITICAL: Respond with TEXT ONLY" in json.dumps(b["messages"][-1]) for b in sent)
+
+
+def test_claude_code_compacts_after_a_prompt_too_long_block_and_carries_on(proxy, upstream, tmp_path):
+    """Two long turns: the first (opening context, which the gateway keeps) passes; with the second the input
+    alone is too long for the window (less margin and room for an answer). The block says ``prompt is too long:
+    N tokens > M maximum``; Claude Code summarises the conversation and retries the turn, in the same run."""
+    turn = claude_code(proxy, tmp_path)
+    first = turn("Remember this list: " + words(20000, "cc-e2e-first", 1))
     assert first["is_error"] is False, first
-    blocked_before = sum(1 for r in decision_records(proxy) if r["decision"]["action"] == "blocked"
-                         and r["model_group"] == "claude-sonnet-4-5")
-    second = turn("And this one: " + words(18000, "cc-e2e-second", 2), "--continue")
+    before = blocks(proxy)
+    second = turn("And this one: " + words(23000, "cc-e2e-second", 2), "--continue")
     assert second["is_error"] is False, second  # carried on: the turn was answered
-    blocks = [r for r in decision_records(proxy) if r["decision"]["action"] == "blocked"
-              and r["model_group"] == "claude-sonnet-4-5"]
-    assert len(blocks) == blocked_before + 1  # the gateway refused the uncompacted turn once
-    sent = [p["body"] for p in upstream_payloads(upstream) if p["path"] == "/v1/messages"
-            and "claude-sonnet-4-5-100k" in p["body"].get("model", "")]
-    compactions = [b for b in sent if "CRITICAL: Respond with TEXT ONLY" in json.dumps(b["messages"][-1])]
-    assert compactions, "Claude Code did not send its summarisation request after the block"
-    answered = [b for b in sent if "cc-e2e-second" in json.dumps(b["messages"][-1])]
+    assert blocks(proxy) == before + 1  # the gateway refused the uncompacted turn once
+    sent = claude_requests(upstream, "cc-e2e-first")  # the summarisation request carries the first turn
+    assert any("CRITICAL: Respond with TEXT ONLY" in json.dumps(b["messages"][-1]) for b in sent), \
+        "Claude Code did not send its summarisation request after the block"
+    answered = [b for b in claude_requests(upstream, "cc-e2e-second") if "cc-e2e-second" in json.dumps(b["messages"][-1])]
     assert answered, "the second turn never reached the provider after compaction"
     assert "cc-e2e-first" not in json.dumps(answered[-1]["messages"])  # the first list was summarised away
 

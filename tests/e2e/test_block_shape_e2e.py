@@ -95,12 +95,13 @@ def test_blocks_write_no_traceback(proxy):
 
 
 def test_an_anthropic_max_tokens_block_uses_anthropic_s_second_sentence(proxy):
-    """Input and max_tokens together over the window: the wording Claude Code lowers max_tokens on."""
+    """Input and max_tokens together over the window: the wording Claude Code lowers max_tokens on. The limit
+    named is the window less the safety margin (4000 - 200), so that the max_tokens derived from it fits."""
     body = {"model": "claude", "max_tokens": 3990, "messages": [{"role": "user", "content": "e2e-reserve hello"}]}
     response = post(proxy, "/v1/messages", body)
     assert response.status_code == 400
     message = response.json()["error"]["message"]
-    assert message.startswith("input length and `max_tokens` exceed context limit: ") and " + 3990 > 4000," in message
+    assert message.startswith("input length and `max_tokens` exceed context limit: ") and " + 3990 > 3800," in message
     assert "decrease input length or `max_tokens` and try again" in message
     assert_budget_headers(response)
 

@@ -360,18 +360,38 @@ def _detect(body: Mapping[str, Any]) -> bool:
     return False
 
 
+#: the output room below which lowering max_tokens is no remedy (Claude Code needs 1,000 + 3,000)
+USEFUL_OUTPUT = 4096
+
+
+def _limit(facts: Mapping[str, Any]) -> int | None:
+    """What the gateway lets input + max_tokens reach: the window less the safety margin."""
+    window, margin = facts.get("window"), facts.get("safety_margin") or 0
+    return window - margin if isinstance(window, int) and isinstance(margin, int) else None
+
+
 def _overflow_wording(facts: Mapping[str, Any], tokens_before: int | None) -> str:
-    # Anthropic's own sentence, which Claude Code and the Anthropic SDKs' users react to.
+    # Anthropic's own sentences, which Claude Code and the Anthropic SDKs' users react to, chosen as Anthropic
+    # chooses: "prompt is too long" when the input alone is too long (Claude Code compacts), the max_tokens
+    # sentence when the input fits with room for an answer (``USEFUL_OUTPUT``) and only input + max_tokens do
+    # not (Claude Code lowers max_tokens to limit - input - 1,000, at least 3,000, and retries, which then fits:
+    # no compaction).
     tokens = facts.get("tokens_after_trimming", tokens_before)
+    limit, cap, reserve = _limit(facts), facts.get("cap"), facts.get("output_reserve")
+    if isinstance(tokens, int) and limit is not None and isinstance(reserve, int) and \
+            tokens + USEFUL_OUTPUT <= limit and facts.get("output_reserve_source") == "request" and \
+            (cap is None or tokens <= cap):
+        return _reserve_wording({**facts, "tokens_before": tokens}, tokens)
     return f"prompt is too long: {tokens} tokens > {facts.get('budget')} maximum."
 
 
 def _reserve_wording(facts: Mapping[str, Any], tokens_before: int | None) -> str:
     # Anthropic's sentence when input and max_tokens together exceed the window: clients (Claude Code, the
-    # SDKs' users) lower max_tokens and retry on it.
+    # SDKs' users) lower max_tokens and retry on it. The limit named is the window less the gateway's safety
+    # margin, so that the max_tokens a client derives from it fits the budget.
     tokens = facts.get("tokens_before", tokens_before)
     return (f"input length and `max_tokens` exceed context limit: {tokens} + {facts.get('output_reserve')} > "
-            f"{facts.get('window')}, decrease input length or `max_tokens` and try again.")
+            f"{_limit(facts)}, decrease input length or `max_tokens` and try again.")
 
 
 def _problems(body: Mapping[str, Any]) -> list[str]:
