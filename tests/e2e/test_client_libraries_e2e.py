@@ -121,6 +121,7 @@ def test_openai_agents_streamed_responses_run_fails_with_the_overflow_code(proxy
 
 # LiteLLM's own SDK (what aider and many apps call the gateway through) ------------------------------------
 
+@pytest.mark.filterwarnings("ignore:Item 'summary' on TypedDict")  # litellm's own types, on import
 @pytest.mark.parametrize("stream", [False, True], ids=["completion", "stream"])
 def test_litellm_s_sdk_raises_context_window_exceeded(proxy, stream):
     import litellm
