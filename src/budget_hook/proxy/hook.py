@@ -14,6 +14,10 @@ Per request:
 5. answer ``x-budget-*`` headers and emit one JSON record per request from the success or failure
    callback, with the provider's ``prompt_tokens`` next to the estimate.
 
+At start-up, inside the proxy: the model listings (``/v1/models``, ``/model/info``, ``/model_group/info``)
+advertise each caller's budget (``proxy.model_info``), ``GET /budget_hook/metrics`` is added, and the counters
+join prometheus_client's registry (LiteLLM's ``/metrics``) when it is installed.
+
 Why hooks are defined on the class itself: the proxy only calls ``async_pre_call_hook`` and
 ``async_post_call_response_headers_hook`` when they are in ``vars(type(callback))``.
 """
