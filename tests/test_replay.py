@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from budget_hook import replay
 from budget_hook.cli import main
 
@@ -123,3 +126,23 @@ def test_the_plot_draws_every_run_and_marks_blocks(tmp_path, capsys):
     assert picture.count('stroke="#1f77b4"') >= 2 and picture.count('stroke="#2ca02c"') >= 2  # forwarded + budget
     assert 'stroke="#d62728"' in picture  # the blocked request's cross
     assert svg({}).startswith("<svg")
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(
+                         st.sampled_from(["model", "body", "route", "team", "proxy_server_request", "call_type",
+                                          "metadata", "model_group", "startTime", "messages", "input", "x"]),
+                         inner, max_size=5), max_leaves=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_JSON, max_size=5))
+def test_any_captured_or_spend_log_line_is_read_or_reported_never_raised(tmp_path_factory, records):
+    path = tmp_path_factory.mktemp("replay") / "traffic.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in records) + "\n{not json", encoding="utf-8")
+    items = replay.load_items(path)
+    assert len(items) == len(records) + 1
+    assert sum(1 for item in items if (item.problem or "").startswith("not JSON")) == 1
+    rows = replay.replay(items, CONFIG)
+    assert all(row["action"] in ("pass", "trimmed", "blocked", "unreadable", "error") for row in rows)
+    replay.summarise(rows)

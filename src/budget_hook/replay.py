@@ -80,17 +80,16 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
         for number, row in enumerate(csv.DictReader(io.StringIO(text)), start=2):
             yield number, dict(row)
         return
-    if stripped.startswith(("[", '{"data"')) or (stripped.startswith("{") and "\n" not in stripped.rstrip()):
-        try:
-            rows = json.loads(text)
-        except json.JSONDecodeError as exc:
-            yield exc.lineno, _Problem(f"not JSON: {exc.msg}")
-            return
-        if isinstance(rows, dict) and isinstance(rows.get("data"), list):  # /spend/logs/v2 pages
-            rows = rows["data"]
-        yield from enumerate(rows if isinstance(rows, list) else [rows], start=1)
+    try:  # one JSON document: an array of rows (/spend/logs), a page {"data": [...]}, or a one-line capture
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        whole = None
+    else:
+        if isinstance(whole, dict) and isinstance(whole.get("data"), list):
+            whole = whole["data"]
+        yield from enumerate(whole if isinstance(whole, list) else [whole], start=1)
         return
-    for number, line in enumerate(text.splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):  # JSONL
         if line.strip():
             try:
                 yield number, json.loads(line)
@@ -155,7 +154,7 @@ def _spend_log_item(number: int, row: dict[str, Any]) -> Item:
 
 
 #: LiteLLM's marker: ``... (litellm_truncated skipped N chars. <a note, with parentheses of its own>) ...``
-_TRUNCATED = re.compile(r"\.\.\. \(litellm_truncated skipped (\d+) chars\. .*?\) \.\.\.", re.DOTALL)
+_TRUNCATED = re.compile(r"\.\.\. \(litellm_truncated skipped (\d{1,12}) chars\. .{0,600}?\) \.\.\.", re.DOTALL)
 
 
 def _untruncated(value: Any) -> tuple[Any, int]:
