@@ -9,7 +9,7 @@ mutates ``payload``. ``advert(group)`` is that group's ``Advertised`` (or None: 
   enforces, OpenRouter's field) and a ``budget_hook`` object with every term;
 * ``/model/info``, ``/v1/model/info`` (per deployment: ``model_info``) and ``/model_group/info`` (per group):
   the ``budget_hook`` object, and ``max_input_tokens`` lowered to the budget, except for a proxy admin (the
-  admin UI edits deployments from these values: it must see, and save back, the configured window).
+  admin UI edits deployments from these values: lowered there, an edit could save the budget as the window).
 
 Groups the plugin leaves alone for this caller (mode off or shadow, unknown window blocked) are untouched, and
 so are wildcard entries (``openai/*``): a pattern has no window, the model a request names has.
