@@ -18,7 +18,15 @@ from budget_hook.policy import Policy
 from budget_hook.policy.settings import POLICY_KNOBS, PolicyFields, load_settings
 from budget_hook.shapes import SHAPES, ConversationShape, ShapeRegistry
 from budget_hook.shapes.chat import SHAPE as CHAT
-from budget_hook.trimming import ACTION_KINDS, EDITING_ACTIONS, REMOVING_ACTIONS, STEPS, ActionKind, TrimPolicy
+from budget_hook.trimming import (
+    ACTION_KINDS,
+    EDITING_ACTIONS,
+    REDUCTIONS,
+    REMOVING_ACTIONS,
+    STAGES,
+    ActionKind,
+    TrimPolicy,
+)
 from budget_hook.trimming.steps import action_counts
 
 PACKAGE = Path(budget_hook.__file__).parent
@@ -56,10 +64,15 @@ def test_the_registry_refuses_a_shape_that_cannot_write_back_every_editing_actio
 def test_steps_are_the_single_declaration_of_actions():
     assert sorted(ACTION_KINDS) == sorted(get_args(ActionKind))
     assert {"dropped"} == REMOVING_ACTIONS
-    assert list(dict.fromkeys(step.action for step in STEPS)) == list(ACTION_KINDS)
-    assert len({step.name for step in STEPS}) == len(STEPS)
-    for step in STEPS:
-        assert isinstance(getattr(TrimPolicy(), step.enabled_by), bool), step.enabled_by
+    assert list(dict.fromkeys(r.action for r in REDUCTIONS)) == list(ACTION_KINDS)
+    assert len({r.name for r in REDUCTIONS}) == len(REDUCTIONS)
+    for reduction in REDUCTIONS:
+        assert isinstance(getattr(TrimPolicy(), reduction.enabled_by), bool), reduction.enabled_by
+
+
+def test_stages_give_up_older_material_first():
+    # the order is the contract: older history, the agent loop in progress, the newest results, opening context
+    assert [stage.name for stage in STAGES] == ["older_history", "latest_loop", "drop_context", "reduce_opening"]
 
 
 def test_counts_and_headers_derive_from_the_steps_and_never_fail_on_an_unknown_action():

@@ -15,7 +15,6 @@ from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError
 from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, trim_request
-from budget_hook.trimming.report import SOFTENED_MARKER
 from budget_hook.trimming.structure import latest_turn_start, opening_parts, pairing_problems
 
 from .conftest import CONVERSATIONS, conversation_request
@@ -84,6 +83,8 @@ policies = st.builds(
     notify_model=st.booleans(),
     context_min_chars=st.sampled_from([0, 500]),
     drop_opening_context=st.booleans(),
+    reduce_recent_tool_results=st.booleans(),
+    reduce_opening_context=st.booleans(),
 )
 
 
@@ -155,19 +156,22 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy,
                                               ack_max_chars=policy.ack_max_chars)
         task = max((i for i in leading if before[i]["role"] == "user"), default=None)
         for index in leading:
-            assert index not in edited
+            # edited only by the last stage, rather than refuse: head and tail kept, never the latest message
+            assert index not in edited or (policy.reduce_opening_context and index != start
+                                           and "removed from the middle" in after[kept.index(index)]["content"])
             assert index in kept or (policy.drop_opening_context and before[index]["role"] == "user"
                                      and index != task)
         for pair in acknowledged:
-            assert not edited.intersection(pair) and (set(pair) <= dropped or not dropped.intersection(pair))
+            assert pair[1] not in edited and (set(pair) <= dropped or not dropped.intersection(pair))
             if not policy.drop_opening_context:
                 assert not dropped.intersection(pair)
-    # The K most recent tool results are only ever compacted softly (head and tail).
+    # The K most recent tool results are only ever cut in the middle (head and tail kept), by the graded stage.
     results = [i for i, m in enumerate(before) if m["role"] == "tool"]
     if policy.keep_recent_tool_results:
         for index in results[-policy.keep_recent_tool_results:]:
             if index in edited:
-                assert policy.soften_tool_results and "compacted in the middle" in after[kept.index(index)]["content"]
+                assert policy.reduce_recent_tool_results
+                assert "compacted in the middle" in after[kept.index(index)]["content"]
     # Protected messages are kept verbatim; no_edit messages are never rewritten; images are only
     # removed before the latest turn.
     for index in protected:
@@ -263,19 +267,26 @@ def test_under_budget_returns_the_same_object():
     assert result.request is request and not result.report.changed and result.report.actions == ()
 
 
-def test_old_tool_results_are_compacted_before_any_turn_is_dropped():
+def test_older_results_are_softened_oldest_first_and_only_as_far_as_needed():
+    # Wave 2 softened every result at once, the newest included, however small the excess (a 37,800-character
+    # result the agent had just read was cut to 2,000): now the oldest go first, a cache step at a time, and
+    # the three newest stay verbatim while older material can make the room.
     request = _tool_conversation()
     total = COUNTER.count_request(request).total
-    result = trim_request(request, counter=COUNTER, budget=budget_of(int(total * 0.75)))
-    kinds = {a.action for a in result.report.actions}
-    assert kinds == {"compacted"}  # nothing dropped: compacting was enough
-    compacted = [m for m in result.request["messages"] if COMPACTED_MARKER in str(m.get("content"))]
-    assert compacted and "characters" in compacted[0]["content"] and "removed" in compacted[0]["content"]
-    # Every result is first shortened in the middle (head and tail kept); the three most recent go no further.
-    tools = [m for m in result.request["messages"] if m["role"] == "tool"]
-    assert all(SOFTENED_MARKER in m["content"] for m in tools)
-    assert all(f"{COMPACTED_MARKER} by" not in m["content"] for m in tools[-3:])
-    assert tools[-1]["content"].endswith(request["messages"][-2]["content"][-600:])  # the tail is kept
+    budget = budget_of(int(total * 0.75))
+    result = trim_request(request, counter=COUNTER, budget=budget)
+    assert {a.action for a in result.report.actions} == {"compacted"}  # nothing dropped: compacting was enough
+    results = [i for i, m in enumerate(request["messages"]) if m["role"] == "tool"]
+    touched = sorted(a.index for a in result.report.actions)
+    assert touched == results[:len(touched)] and len(touched) <= len(results) - 3  # the oldest, the newest kept
+    by_index = dict(zip([i for i in range(len(request["messages"]))], result.request["messages"], strict=True))
+    for index in touched:
+        content = by_index[index]["content"]
+        assert content.startswith(request["messages"][index]["content"][:400]) and COMPACTED_MARKER in content
+    for index in results[-3:]:
+        assert by_index[index] is request["messages"][index]
+    step = math.ceil(0.35 * budget.budget)
+    assert budget.budget - step <= result.report.tokens_after <= budget.budget  # cut to the budget, not past it
 
 
 def test_markers_state_what_was_really_removed():
@@ -287,8 +298,8 @@ def test_markers_state_what_was_really_removed():
     for action in result.report.actions:
         if action.action != "compacted":
             continue
-        text = result.request["messages"][action.index - sum(1 for a in result.report.dropped
-                                                             if a.index < action.index)]["content"]
+        call_id = request["messages"][action.index]["tool_call_id"]
+        text = next(m["content"] for m in result.request["messages"] if m.get("tool_call_id") == call_id)
         claimed = int(re.search(r"~(\d+) tokens\) removed", text).group(1))
         assert claimed == action.tokens_before - action.tokens_after
         removed, total_chars = map(int, re.search(r"(\d+) of (\d+) characters", text).groups())
@@ -311,7 +322,7 @@ def test_turns_are_dropped_oldest_first_with_a_report():
     for action in report.dropped:
         assert action.tokens_before > 0 and action.tokens_after == 0 and len(action.content_hash) == 16
     # Cut in a cache step: at most one step (and one unit) under the budget.
-    step = math.ceil(0.25 * report.budget.budget)
+    step = math.ceil(0.35 * report.budget.budget)
     assert report.budget.budget - step - 200 <= report.tokens_after <= report.budget.budget
     data = report.as_dict()
     json.dumps(data)  # serialisable for logs

@@ -51,7 +51,7 @@ class DecisionRecord:
     #: every term of the budget (window, output reserve and its source, margin, cap, budget)
     budget: Mapping[str, Any] | None = None
     target: int | None = None
-    #: messages touched per action kind (every kind of ``trimming.STEPS``)
+    #: messages touched per action kind (every kind of ``trimming.REDUCTIONS``)
     counts: Mapping[str, int] | None = None
     dropped_turns: tuple[int, ...] | None = None
     actions: tuple[Mapping[str, Any], ...] | None = None

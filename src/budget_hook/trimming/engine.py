@@ -1,63 +1,69 @@
-"""Bring a chat request under its token budget, least loss first, without breaking it.
+"""Bring a chat request under its token budget: only what must go, least needed first, without breaking it.
 
 Contract: ``trim_request(request, counter=..., budget=..., policy=...)`` returns a ``TrimResult``
 (the request to forward and a ``TrimReport`` of what happened) or raises ``CannotFitError``.
 
 * A request that fits its budget comes back as **the same object**, unchanged. The caller's request
   is never mutated: a trimmed request is a new dict with a new ``messages`` list.
-* The rungs of ``steps.STEPS`` run in order; the next rung runs only while the request is over the budget
-  (``target_ratio`` of it, 1 by default), so nothing is dropped when compacting was enough.
-* **Cache steps.** The history is measured in tokens from its start (a message's *position*), and cut
-  into steps of ``cache_step_ratio`` x budget. Inside a rung, work goes oldest first a whole step at a
-  time: the rung acts on every candidate before its *frontier* (a step boundary) and checks the fit only
-  there. A prefix of the conversation has the same positions in every later request, so as a
-  conversation grows turn by turn the frontiers stay put until the request no longer fits, the same
-  messages are cut and compacted, and the previous forwarded request stays an exact prefix of the next
-  (the provider's prompt cache keeps working): frontiers move in steps, like Anthropic's
-  ``clear_at_least``. It is all a function of the request: the same request gives the same result on any
-  proxy instance. ``cache_step_ratio: 0`` cuts exactly at the budget.
-* Never edited: system/developer messages, the opening context (``keep_opening_context``: the messages
-  before the first reply, acknowledged context), the pinned first user message, the latest user message,
-  ``protected`` indexes. Never dropped: the same, except that the ladder's last rung may drop opening
-  context other than the task (``context_units``); and ``keep`` indexes. Messages are dropped in units
-  (``structure.drop_units``): a whole turn, or a tool step (an assistant message with all its results) of a
-  turn whose head stays, so a tool result is never orphaned. With ``edit_latest_turn_history`` (default
-  on) compaction and shortening also work inside the latest turn's agent loop, never on its last user
-  message or its final assistant message; ``drop_latest_turn_steps`` lets a late rung drop its oldest
-  steps, never the last.
+* The request's material is given up region by region (``steps.STAGES``): older history first, then the
+  latest turn's agent loop, then the newest tool results, then opening context. A region is touched only
+  when everything before it cannot make the room, so the agent loop in progress and the newest tool
+  results stay verbatim whenever older material can fit the request.
+* **The least lossy cuts that fit** (``TrimState.settle``). In a history region each message has a
+  position: where it starts in the history, in tokens of the request as sent. Three frontiers, positions
+  rounded to cache steps of ``cache_step_ratio`` x budget, split the region: units (a tool step, or an
+  older turn's question with its answer) before the *drop* frontier leave; tool results before the
+  *compact* frontier keep their head (long assistant messages are shortened); results before the *soften*
+  frontier keep their head and tail; everything after stays verbatim. The trimmer takes the smallest drop
+  frontier that can fit, then the smallest compact frontier, then the smallest soften frontier: nothing
+  is dropped when compacting fits, nothing compacted when softening fits, and room freed by a drop is
+  given back to the messages after it (they are softened or kept rather than compacted). Every choice is
+  computed afresh from the request: stateless, the same on any proxy instance.
+* **Cache-stable.** A prefix of the conversation has the same positions in every later request, so while
+  a growing conversation still fits with the same frontiers the previous forwarded request stays an exact
+  prefix of the next (the provider's prompt cache keeps working); when it no longer fits, a frontier moves
+  a whole cache step, like Anthropic's ``clear_at_least``. ``cache_step_ratio: 0`` cuts exactly.
+* Graded reductions (the newest results, oversized opening context) keep a message's head and tail and cut
+  only what the remaining excess needs, in steps of an eighth of a cache step.
+* Never edited: system/developer messages, the opening context (until the last stage), the pinned first
+  user message, the latest user message, ``protected`` indexes. Never dropped: the same, but opening
+  context other than the task in the ``drop_context`` stage; and ``keep`` indexes. A tool result never
+  leaves without its call, nor a call without its results (``structure.drop_units``).
 * When anything was dropped the request carries a ``Notice`` (a user message at the first cut, counted
   in the budget) telling the model how many messages and tokens were removed.
-* Still over the budget after all rungs: ``CannotFitError`` with every number.
+* Still over the budget after every stage: ``CannotFitError`` with every number.
 
 Every affected message is reported with its original index, role, token sizes and a content hash, so
 logs can reference content without storing it. Per-message counts come from one ``count_request``
-pass; only rewritten messages are re-counted.
+pass; only rewritten messages are re-counted, each version once.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 
 from ..budget import Budget
 from ..counting import TokenCounter
-from ..errors import CannotFitError
 from .report import (
     ActionKind,
     MessageAction,
     Notice,
     TrimReport,
     TrimResult,
+    cannot_fit,
     content_chars,
     content_hash,
     message_text,
     notice_text,
 )
-from .steps import STEPS
+from .steps import STAGES
 from .structure import PROTECTED_ROLES, Unit, drop_units, latest_turn_start, opening_parts, split_turns
 from .trim_policy import TrimPolicy
+from .versions import _SHORTEN_MIDDLE, _SOFT, Versions
 
 
 def trim_request(
@@ -84,18 +90,16 @@ def trim_request(
     step = math.ceil(policy.cache_step_ratio * budget.budget)
     state = TrimState(counter, messages, list(count.per_message), count.total, target, step, policy,
                       frozenset(protected), frozenset(no_edit), frozenset(keep))
-    for rung in STEPS:
-        if state.total <= target:
-            break  # the budget is met: the next rung, which loses more, does not run
-        if getattr(policy, rung.enabled_by):
-            state.measure_positions()
-            rung.run(state)
+    for stage in STAGES:
+        if state.fits():
+            break  # the budget is met: the next region, which the agent needs more, is not touched
+        stage.run(state)
     notice = state.finish_notice()
 
     fixed = count.overhead_tokens + count.tools_tokens
     sizes = state.protected_tokens(fixed_tokens=fixed, tools_tokens=count.tools_tokens)
     if state.total > budget.budget:
-        raise _cannot_fit(counter.model, budget, count.total, state.total, sizes)
+        raise cannot_fit(counter.model, budget, count.total, min(state.total, count.total), sizes)
 
     new_messages = [state.edited.get(i, m) for i, m in enumerate(messages) if state.alive[i]]
     if notice is not None:
@@ -110,15 +114,16 @@ def trim_request(
         budget=budget,
         target=target,
         actions=tuple(state.actions[index] for index in sorted(state.actions)),
-        dropped_turns=tuple(state.dropped_turns),
+        dropped_turns=state.dropped_turns(),
         protected_tokens=sizes,
         notice=notice,
     )
     return TrimResult(new_request, report)
 
 
-class TrimState:
-    """Bookkeeping for one trim: which messages live, their current versions and token counts."""
+class TrimState(Versions):
+    """Bookkeeping for one trim: which messages live, their current versions and token counts, and the
+    rewritten versions each message could take."""
 
     def __init__(self, counter: TokenCounter, messages: list, tokens: list[int], total: int, target: int, step: int,
                  policy: TrimPolicy, protected: frozenset[int] = frozenset(), no_edit: frozenset[int] = frozenset(),
@@ -127,26 +132,26 @@ class TrimState:
         self.no_edit = no_edit
         self.counter = counter
         self.messages = messages
+        self.original_tokens = tuple(tokens)
         self.tokens = tokens
         self.total = total
         self.target = target
         self.step = step
-        #: where each message starts in the history, in tokens as the rung about to run finds them (what cache
-        #: steps are measured on). A prefix of the conversation that earlier rungs treated alike has the same
-        #: positions in every later request, so the same frontier picks the same messages turn after turn.
-        self.positions: list[int] = []
+        #: where each message starts in the history, in tokens of the request as sent: a prefix of the
+        #: conversation has the same positions in every later request (what cache steps are measured on)
+        self.positions = list(itertools.accumulate(tokens, initial=0))[:-1]
         self.policy = policy
         self.alive = [True] * len(messages)
         self.edited: dict[int, Mapping[str, Any]] = {}
         self.actions: dict[int, MessageAction] = {}  # at most one per message: its final fate
-        self.dropped_turns: list[int] = []
         self.notice_tokens = 0  # the notice's exact size, once anything is dropped
         self.dropped_messages = 0
         self.dropped_tokens = 0
-        turns = split_turns(messages)
-        self.turn_sizes = [len(turn.indexes) for turn in turns]
+        self._variants = {}
+        self._notice_sizes: dict[tuple[int, int], int] = {}
+        self.turns = split_turns(messages)
         self.turn_of = [0] * len(messages)  # a list: cheaper to build than a dict for long histories
-        for turn in turns:
+        for turn in self.turns:
             for index in turn.indexes:
                 self.turn_of[index] = turn.number
         self.latest_start = latest_turn_start(messages)
@@ -167,6 +172,7 @@ class TrimState:
         groups = [(i,) for i in leading_users[:-1]] + list(acknowledged)
         self.context_units = [Unit(group, self.turn_of[group[0]]) for group in sorted(groups)
                               if not any(i in protected or i in keep or i == self.pinned for i in group)]
+        self.recent_from = self._recent_boundary()
 
     # --- classification ------------------------------------------------------------------------------
 
@@ -175,8 +181,22 @@ class TrimState:
             return None
         return next((i for i, m in enumerate(self.messages) if m.get("role") == "user"), None)
 
+    def _recent_boundary(self) -> float:
+        """Where the newest tool results begin: the start of the cache step holding the
+        ``keep_recent_tool_results``-th newest one. A step boundary, so a result leaves this region only
+        when a whole step of newer history has arrived, and the frontiers of the history regions (step
+        boundaries before it) never reach what just left it."""
+        keep = self.policy.keep_recent_tool_results
+        results = [i for i, m in enumerate(self.messages) if m.get("role") in ("tool", "function")]
+        if not keep or not results:
+            return math.inf
+        return self.step_start(self.positions[results[-min(keep, len(results))]])
+
     def in_latest_turn(self, index: int) -> bool:
         return index >= self.latest_start
+
+    def is_recent(self, index: int) -> bool:
+        return self.positions[index] >= self.recent_from
 
     def never_touched(self, index: int) -> bool:
         message = self.messages[index]
@@ -189,7 +209,7 @@ class TrimState:
         )
 
     def editable(self, index: int) -> bool:
-        """May a rung rewrite this message?"""
+        """May a reduction rewrite this message?"""
         if self.never_touched(index) or not self.alive[index] or index in self.no_edit:
             return False
         return not self.in_latest_turn(index) or self.policy.edit_latest_turn_history
@@ -197,38 +217,139 @@ class TrimState:
     def fits(self) -> bool:
         return self.total <= self.target
 
-    def measure_positions(self) -> None:
-        self.positions = list(itertools.accumulate(self.tokens, initial=0))[:-1]
-
-    def step_start(self, index: int) -> int:
-        """The start of the cache step that holds message ``index``."""
-        position = self.positions[index]
+    def step_start(self, position: int) -> int:
+        """The start of the cache step that holds ``position``."""
         return position - position % self.step if self.step else position
 
-    def advance(self, candidates: Iterable[tuple[int, Callable[[], None]]], *, whole: bool = False) -> None:
-        """Run a rung: act on its candidates (message index, action), oldest first, one whole cache step at a
-        time, until the request fits. The rung's frontier is where it stops: the end of the step holding the
-        last candidate it acted on, so what a rung does to a message depends only on the message, where it
-        sits and the frontier, and a longer history with the same frontier gets the same cuts."""
-        frontier: float = -1
-        for index, act in candidates:
-            position = self.positions[index]
-            if position >= frontier:
-                if self.fits():
-                    return
-                if whole:
-                    frontier = math.inf  # once started, the rung acts on every candidate
-                elif self.step:
-                    frontier = position - position % self.step + self.step
-                else:
-                    frontier = position + 1
-            act()
+    def frontier_after(self, position: int) -> int:
+        """The first frontier past ``position``: the end of its cache step (exact cuts: the next token)."""
+        return self.step_start(position) + self.step if self.step else position + 1
 
-    def current(self, index: int) -> Mapping[str, Any]:
-        message: Mapping[str, Any] = self.edited.get(index, self.messages[index])
-        return message
+    def opening_users(self) -> list[int]:
+        """Opening-context user messages still present whose text may be reduced, largest first."""
+        found = [i for i in sorted(self.opening) if self.alive[i] and self.messages[i].get("role") == "user"
+                 and i != self.latest_start and i not in self.protected and i not in self.no_edit
+                 and _all_text(self.messages[i])]
+        return sorted(found, key=lambda i: -self.tokens[i])
 
-    # --- primitives the rungs use ------------------------------------------------------------------
+    # --- choosing the cuts ----------------------------------------------------------------------------
+
+    def settle(self, region: Callable[[int], bool], *, drop: bool, latest: bool, edit: bool = True) -> None:
+        """The least lossy cuts of one history region that fit.
+
+        The newest tool results (``is_recent``) stay verbatim while the rest of the region can make the room:
+        first the smallest soften frontier; if softening everything else is not enough, the smallest compact
+        frontier, then the smallest soften frontier after it; if compacting everything else is not enough,
+        the smallest drop frontier, then compact and soften frontiers after it. A frontier is chosen as if
+        the newest results already had the treatment they will get once they age (softened for the compact
+        frontier, compacted for the drop frontier): a result growing old must not bring back what was cut
+        before it, or the cached prefix would change. What is still over is cut from the newest results,
+        graded to the excess (``reduce``), then their steps leave, oldest first.
+        """
+        policy = self.policy
+        in_region = [i for i in range(len(self.messages)) if region(i)]
+        candidates = [i for i in in_region if (not self.is_recent(i) or self._has_old_images(i)) and self.editable(i)
+                      and self._reducible(i)] if edit else []
+        newest = [i for i in in_region if self.is_recent(i) and self.editable(i) and self._result_reducible(i)] \
+            if edit and policy.reduce_recent_tool_results else []
+        units = [u for u in self.units if u.latest == latest and all(self.alive[i] for i in u.indexes)] if drop else []
+        older_units = [u for u in units if not any(self.is_recent(i) for i in u.indexes)]
+        light = {i: partial(self.saving, i, "light") for i in candidates + newest}
+        heavy = {i: partial(self.saving, i, "heavier") for i in candidates + newest}
+
+        gone: set[int] = set()  # messages of the units that go
+        cut = compact = 0.0
+        found, total = self._first_fit([(self.positions[i], light[i]) for i in candidates], self.total)
+        if found is None:  # softening the rest of the region is not enough: compact, oldest first
+            aged = total - sum(light[i]() for i in newest)  # the newest results as they will be once old
+            found, aged = self._first_fit([(self.positions[i], heavy[i]) for i in candidates], aged)
+            if found is None:  # compacting the rest of the region is not enough: drop, oldest first
+                aged -= sum(heavy[i]() for i in newest)
+                found, _ = self._first_fit(self._drop_items(older_units, set(candidates)), aged)
+                cut = math.inf if found is None else found
+                gone = {i for u in older_units if self.positions[u.indexes[-1]] < cut for i in u.indexes}
+                aged = (self.total - sum(self.tokens[i] for i in gone) + self._notice_size(gone) - self.notice_tokens
+                        - sum(light[i]() for i in candidates + newest if i not in gone))
+                found, aged = self._first_fit([(self.positions[i], heavy[i]) for i in candidates if i not in gone],
+                                              aged)
+            compact = math.inf if found is None else found
+            rest = [i for i in candidates if i not in gone and self.positions[i] >= compact]
+            found, _ = self._first_fit([(self.positions[i], light[i]) for i in rest],
+                                       aged + sum(light[i]() for i in rest + newest), floor=compact)
+        soften = math.inf if found is None else found
+        for unit in older_units:
+            if self.positions[unit.indexes[-1]] < cut:
+                self.drop_unit(unit)
+        for index in candidates:
+            level = "heavy" if self.positions[index] < compact else "light" if self.positions[index] < soften else None
+            version = self.variant(index, level) if level and self.alive[index] else None
+            if version is not None:
+                self.rewrite(index, version[0], version[2], version[1])
+        for index in newest:  # still over: the newest results, oldest first, as little as needed
+            if self.fits():
+                return
+            self.reduce(index, floor=policy.tool_result_keep_chars, action="compacted")
+        for unit in units:  # still over: what is left of the region, oldest first
+            if self.fits():
+                return
+            self.drop_unit(unit)
+
+    def _first_fit(self, items: Sequence[tuple[int, Callable[[], int]]], total: int, *, floor: float = 0.0
+                   ) -> tuple[float | None, int]:
+        """The first frontier at which ``total``, less the savings of every item before it, fits the target,
+        and that total; (None, the total with every item taken) when none does. ``items`` (a position and
+        what taking it saves) are in position order and taken a cache step at a time: a group of items whose
+        savings reach the next multiple of the step (like Anthropic's ``clear_at_least``), so once a
+        frontier moves it leaves room for the next turns. The savings of a prefix of the conversation are the
+        same in every later request, so the groups and the frontiers stay where they are as it grows.
+        ``floor``: the frontier when nothing needs taking."""
+        if total <= self.target:
+            return floor, total
+        saved = index = 0
+        while index < len(items):
+            bound = (saved // self.step + 1) * self.step if self.step else 0
+            while index < len(items):
+                saving = items[index][1]()
+                saved, total, index = saved + saving, total - saving, index + 1
+                if saved >= bound:
+                    break
+            if total <= self.target:
+                return items[index - 1][0] + 1, total
+        return None, total
+
+    def _drop_items(self, units: list[Unit], candidates: Collection[int]) -> list[tuple[int, Callable[[], int]]]:
+        """Each unit at its last message's position, with what dropping it saves over keeping it compacted,
+        the notice's growth included (taken in order, so the notice grows with every unit before it)."""
+        pending = [0, 0, self.notice_tokens]  # messages and tokens dropped so far, the notice's size
+
+        def saving_of(unit: Unit) -> Callable[[], int]:
+            def saving() -> int:
+                pending[0] += sum(1 for i in unit.indexes if self.alive[i])
+                pending[1] += sum(self.original_tokens[i] for i in unit.indexes if self.alive[i])
+                size = self._notice_for(pending[0], pending[1])
+                grew, pending[2] = size - pending[2], size
+                kept = sum(self.tokens[i] - (self.saving(i, "heavy") if i in candidates else 0) for i in unit.indexes)
+                return kept - grew
+            return saving
+        return [(self.positions[unit.indexes[-1]], saving_of(unit)) for unit in units]
+
+    def _notice_size(self, dropping: Iterable[int]) -> int:
+        """The notice's size with ``dropping`` dropped on top of what already was."""
+        if not self.policy.notify_model:
+            return 0
+        indexes = [i for i in dropping if self.alive[i]]
+        return self._notice_for(len(indexes), sum(self.original_tokens[i] for i in indexes))
+
+    def _notice_for(self, messages: int, tokens: int) -> int:
+        """The notice's size with ``messages`` more messages of ``tokens`` tokens dropped."""
+        if not self.policy.notify_model or not (messages or self.dropped_messages):
+            return 0
+        key = (self.dropped_messages + messages, self.dropped_tokens + tokens)
+        if key not in self._notice_sizes:
+            self._notice_sizes[key] = self.counter.count_message(self.notice_message(notice_text(*key)))
+        return self._notice_sizes[key]
+
+    # --- primitives the stages use -------------------------------------------------------------------
 
     def rewrite(self, index: int, new_message: Mapping[str, Any], action: ActionKind,
                 new_tokens: int | None = None) -> None:
@@ -237,13 +358,12 @@ class TrimState:
         if new_tokens >= self.tokens[index]:
             return  # would not save anything: leave the message as it is
         original = self.messages[index]
-        earlier = self.actions.get(index)  # a message edited twice reports its original size
         self.actions[index] = MessageAction(
             action=action,
             index=index,
             role=original["role"],
             turn=self.turn_of[index],
-            tokens_before=earlier.tokens_before if earlier else self.tokens[index],
+            tokens_before=self.original_tokens[index],
             tokens_after=new_tokens,
             chars_before=content_chars(original),
             chars_after=content_chars(new_message),
@@ -254,37 +374,40 @@ class TrimState:
         self.tokens[index] = new_tokens
         self.edited[index] = new_message
 
-    def rewrite_with_marker(self, index: int, head: str, tail: str, marker: str, action: ActionKind) -> None:
-        """Keep ``head`` and ``tail`` of the message's text, with a marker between them that says exactly how
-        many characters and tokens left (``marker`` formats ``chars``, ``total`` and ``tokens``)."""
-        current = self.current(index)
+    def reduce(self, index: int, *, floor: int, action: ActionKind) -> None:
+        """Keep the message's head (two thirds) and tail (one third), cutting only what the remaining excess
+        needs, rounded up to an eighth of a cache step so a growing conversation re-cuts it rarely; never
+        below ``floor`` characters."""
         text = message_text(self.messages[index])
-        earlier = self.actions.get(index)
-        original_tokens = earlier.tokens_before if earlier else self.tokens[index]
-        removed_chars = len(text) - len(head) - len(tail)
-        claimed, new_message, new_tokens = 0, current, self.tokens[index]
-        for _ in range(3):  # the claim is part of what is counted: settle on a number that is true
-            new_message = {**current, "content": head + marker.format(chars=removed_chars, total=len(text),
-                                                                      tokens=claimed) + tail}
-            new_tokens = self.counter.count_message(new_message, index=index)
-            if original_tokens - new_tokens == claimed:
+        if len(text) <= floor or self.total <= self.target:
+            return
+        grain = max(1, self.step // 8)
+        needed = math.ceil((self.total - self.target) / grain) * grain
+        per_token = len(text) / max(1, self.original_tokens[index])
+        marker = _SOFT if action == "compacted" else _SHORTEN_MIDDLE
+        keep = max(floor, len(text) - int(needed * per_token * 1.05) - 64)
+        for _ in range(6):
+            tail = keep // 3
+            new_message, new_tokens = self.marked(index, text[: keep - tail], text[len(text) - tail:] if tail else "",
+                                                  marker)
+            saved = self.original_tokens[index] - new_tokens
+            if saved >= needed or keep == floor:
                 break
-            claimed = max(0, original_tokens - new_tokens)
+            keep = max(floor, keep - int((needed - saved) * per_token * 1.2) - 16)
         self.rewrite(index, new_message, action, new_tokens)
 
     def drop_unit(self, unit: Unit) -> None:
-        for index in unit.indexes:
-            if self.alive[index]:
-                self.drop(index)
-        if not unit.latest and len(unit.indexes) == self.turn_sizes[unit.turn]:
-            self.dropped_turns.append(unit.turn)
+        dropping = [index for index in unit.indexes if self.alive[index]]
+        if not dropping:
+            return
+        size = self._notice_size(dropping)
+        for index in dropping:
+            self.drop(index)
         if self.policy.notify_model:
             # The notice the model will read is part of the request: counted exactly after every drop, so the
-            # rungs stop on the true total.
-            self.dropped_messages += sum(1 for index in unit.indexes if not self.alive[index])
-            self.dropped_tokens += sum(self.actions[index].tokens_before for index in unit.indexes)
-            size = self.counter.count_message(self.notice_message(notice_text(self.dropped_messages,
-                                                                              self.dropped_tokens)))
+            # stages stop on the true total.
+            self.dropped_messages += len(dropping)
+            self.dropped_tokens += sum(self.original_tokens[index] for index in dropping)
             self.total += size - self.notice_tokens
             self.notice_tokens = size
 
@@ -292,14 +415,12 @@ class TrimState:
         original = self.messages[index]
         # A message compacted earlier and then dropped is reported once, as dropped, with its
         # original size: the log says what left the request, not the intermediate state.
-        earlier = self.actions.get(index)
-        tokens_before = earlier.tokens_before if earlier else self.tokens[index]
         self.actions[index] = MessageAction(
             action="dropped",
             index=index,
             role=original["role"],
             turn=self.turn_of[index],
-            tokens_before=tokens_before,
+            tokens_before=self.original_tokens[index],
             tokens_after=0,
             chars_before=content_chars(original),
             chars_after=0,
@@ -310,6 +431,10 @@ class TrimState:
         self.tokens[index] = 0
         self.alive[index] = False
         self.edited.pop(index, None)
+
+    def dropped_turns(self) -> tuple[int, ...]:
+        """Turns none of whose messages is left."""
+        return tuple(turn.number for turn in self.turns if not any(self.alive[i] for i in turn.indexes))
 
     # --- the notice ----------------------------------------------------------------------------------
 
@@ -348,35 +473,8 @@ class TrimState:
         return sizes
 
 
-def check_native_fit(counter: TokenCounter, budget: Budget, tokens_before: int, tokens_after: int, *,
-                     remedy: str) -> None:
-    """A native shape's trimmed request must hold on its own fresh count, whatever its view said."""
-    if tokens_after > budget.budget:
-        raise CannotFitError(
-            f"{counter.model}: the trimmed request still needs {tokens_after} input tokens, over the input budget "
-            f"of {budget.budget} tokens. This model's maximum context length is {budget.window} tokens. {remedy}",
-            {**budget.as_dict(), "model": counter.model, "tokens_before": tokens_before,
-             "tokens_after_trimming": tokens_after})
-
-
-def _cannot_fit(model: str, budget: Budget, before: int, after: int, protected: Mapping[str, int]) -> CannotFitError:
-    largest = max(("latest_turn", "system", "tool_definitions", "opening_context"), key=lambda k: protected.get(k, 0))
-    capped = f", capped at {budget.cap}" if budget.cap else ""
-    message = (
-        f"{model or 'model'}: the request needs {after} input tokens after trimming (it had {before}), but the input "
-        f"budget is {budget.budget} tokens (window {budget.window} - output reserve {budget.output_reserve} - "
-        f"safety margin {budget.safety_margin}{capped}). This model's maximum "
-        f"context length is {budget.window} tokens. What cannot be trimmed: latest turn {protected['latest_turn']}, "
-        f"system {protected['system']}, tool definitions {protected['tool_definitions']}, opening context "
-        f"{protected['opening_context']} tokens; the largest is the {largest.replace('_', ' ')}. Shorten the latest "
-        f"message or its tool output, send fewer tool definitions or files, lower max_tokens, or use a model with a "
-        f"larger context window (an operator can let the gateway drop the opening context: keep_opening_context)."
-    )
-    facts = {
-        **budget.as_dict(),
-        "model": model,
-        "tokens_before": before,
-        "tokens_after_trimming": after,
-        "protected_tokens": dict(protected),
-    }
-    return CannotFitError(message, facts)
+def _all_text(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, str) or (isinstance(content, list) and bool(content) and all(
+        isinstance(p, Mapping) and p.get("type") in ("text", "input_text") and isinstance(p.get("text"), str)
+        for p in content))

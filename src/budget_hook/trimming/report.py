@@ -11,10 +11,12 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..budget import Budget
+from ..counting import TokenCounter
 from ..counting.cache import CountCache
 from ..counting.canonical import canonical_json
+from ..errors import CannotFitError
 
-#: every kind of action a trimming step can take; ``steps.STEPS`` declares one step per kind
+#: every kind of action the trimmer can take; ``steps.REDUCTIONS`` declares each
 ActionKind = Literal["images_removed", "compacted", "dropped", "shortened"]
 
 COMPACTED_MARKER = "[budget_hook: tool result compacted"
@@ -173,3 +175,50 @@ def is_compacted(message: Mapping[str, Any]) -> bool:
 
 def is_softened(message: Mapping[str, Any]) -> bool:
     return SOFTENED_MARKER in message_text(message)
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] + "."
+
+
+def check_native_fit(counter: TokenCounter, budget: Budget, tokens_before: int, tokens_after: int, *,
+                     remedy: str) -> None:
+    """A native shape's trimmed request must hold on its own fresh count, whatever its view said."""
+    if tokens_after > budget.budget:
+        raise CannotFitError(
+            f"{counter.model}: the trimmed request still needs {tokens_after} input tokens, over the input budget "
+            f"of {budget.budget} tokens. This model's maximum context length is {budget.window} tokens. {remedy}",
+            {**budget.as_dict(), "model": counter.model, "tokens_before": tokens_before,
+             "tokens_after_trimming": tokens_after})
+
+
+def cannot_fit(model: str, budget: Budget, before: int, after: int, protected: Mapping[str, int]) -> CannotFitError:
+    parts = {"latest_turn": "latest turn", "system": "system", "tool_definitions": "tool definitions",
+             "opening_context": "opening context"}
+    largest = max(parts, key=lambda k: protected.get(k, 0))
+    capped = f", capped at {budget.cap}" if budget.cap else ""
+    remedies = ["shorten the latest message or its tool output" if protected.get("latest_turn") else "",
+                "send fewer tool definitions" if protected.get("tool_definitions") else "",
+                "send fewer files or a shorter system prompt" if protected.get("opening_context")
+                or protected.get("system") else "",
+                "lower max_tokens" if budget.output_reserve else "",
+                "use a model with a larger context window",
+                "or an operator can let the gateway drop or reduce the opening context (drop_opening_context, "
+                "reduce_opening_context, keep_opening_context)" if protected.get("opening_context") else ""]
+    message = (
+        f"{model or 'model'}: the request needs {after} input tokens after trimming (it had {before}), but the input "
+        f"budget is {budget.budget} tokens (window {budget.window} - output reserve {budget.output_reserve} - "
+        f"safety margin {budget.safety_margin}{capped}). This model's maximum "
+        f"context length is {budget.window} tokens. What cannot be trimmed: "
+        + ", ".join(f"{label} {protected.get(key, 0)}" for key, label in parts.items())
+        + f" tokens; the largest is the {parts[largest]}. "
+        + _sentence("; ".join(r for r in remedies if r))
+    )
+    facts = {
+        **budget.as_dict(),
+        "model": model,
+        "tokens_before": before,
+        "tokens_after_trimming": after,
+        "protected_tokens": dict(protected),
+    }
+    return CannotFitError(message, facts)

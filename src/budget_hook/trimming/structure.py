@@ -11,8 +11,9 @@ Contract: pure functions over a list of OpenAI chat messages (already validated 
   every such id is answered. It is used to tell a request that arrived broken from one we broke.
 * ``opening_parts(messages, ...)`` finds the opening context (the leading run before the first reply, and
   acknowledged context); ``opening_context`` is the same as one set.
-* ``drop_units(messages, kept)`` lists what may leave together, oldest first: whole turns, and the tool
-  steps (an assistant message with the results of its calls) of turns whose head stays.
+* ``drop_units(messages, kept)`` lists what may leave together, oldest first, never more than a tool step:
+  the tool steps (an assistant message with the results of its calls) of every turn, then an older turn's
+  question with its answer.
 """
 
 from __future__ import annotations
@@ -137,35 +138,39 @@ def is_acknowledgement(message: Mapping[str, Any], max_chars: int) -> bool:
 
 @dataclass(frozen=True)
 class Unit:
-    """Messages that leave the request together: a whole turn, or one tool step (an assistant message and
-    the results of its calls) of a turn whose head is kept."""
+    """Messages that leave the request together, never more than one tool step: a tool step (an assistant
+    message and the results of its calls), or a turn's head with its last step (its answer)."""
 
     indexes: tuple[int, ...]
     turn: int
-    #: a step of the latest turn's agent loop (dropped only on the ladder's last rung)
+    #: a step of the latest turn's agent loop (dropped only when nothing older can make the room)
     latest: bool = False
 
 
 def drop_units(messages: Sequence[Mapping[str, Any]], kept: Collection[int]) -> list[Unit]:
     """The units that may be dropped, oldest first. ``kept``: indexes that never leave (a unit holding one
-    is never dropped). A turn holding no kept message is one unit; in a turn whose head is kept (opening
-    context, the latest user message) each tool step after the head is one, except the turn's last step."""
+    is never dropped).
+
+    In every turn each tool step after the head is one unit, except the turn's last step, which stays with
+    the head: the latest turn's is the call being answered (or the final reply), an older turn's its
+    answer, and a kept head followed by the next turn's user message would make two user messages
+    neighbours. An older turn whose head may go ends with one more unit, its head and its last step (the
+    question and its answer), so a long turn leaves a step at a time and its question and answer last.
+    """
     units: list[Unit] = []
     turns = split_turns(messages)
     for turn in turns:
         latest = turn is turns[-1]  # the last user message and all after it (everything when no user message)
-        if not latest and not any(index in kept for index in turn.indexes):
-            units.append(Unit(turn.indexes, turn.number))
-            continue
+        head = turn.indexes[0] if messages[turn.indexes[0]].get("role") == "user" else None
         steps: list[list[int]] = []
         open_calls: set[str] = set()
         previous_role = None
         for index in turn.indexes:
             message = messages[index]
             role = message.get("role")
-            if role == "user" and index == turn.indexes[0]:
+            if index == head:
                 previous_role = role
-                continue  # the head of a turn that stays stays with it
+                continue
             if (role == "assistant" and previous_role != "assistant" and not open_calls) or not steps:
                 steps.append([])  # a step starts at a reply once every call before it has its result
             steps[-1].append(index)
@@ -174,10 +179,11 @@ def drop_units(messages: Sequence[Mapping[str, Any]], kept: Collection[int]) -> 
             elif role == "tool":
                 open_calls.discard(str(message.get("tool_call_id")))
             previous_role = role
-        # The turn's last step stays with its head: the latest turn's is the call being answered (or the final
-        # reply), an older turn's its answer; and a kept head followed by the next turn's user message would
-        # make two user messages neighbours.
-        steps = [step for step in steps if step][:-1]
+        steps = [step for step in steps if step]
+        last = steps.pop() if steps else []
         units.extend(Unit(tuple(step), turn.number, latest) for step in steps
                      if not any(index in kept for index in step))
+        rest = ([head] if head is not None else []) + last
+        if not latest and rest and not any(index in kept for index in turn.indexes):
+            units.append(Unit(tuple(rest), turn.number))
     return units

@@ -11,41 +11,49 @@ from ..knobs import check_bounds, knob
 class TrimPolicy:
     """Trimmer knobs; defaults are what a production gateway should start with."""
 
-    target_ratio: float = knob(1.0, gt=0, le=1, doc="aim every rung at this share of the budget (1: the budget "
+    target_ratio: float = knob(1.0, gt=0, le=1, doc="aim every cut at this share of the budget (1: the budget "
                                                     "itself; lower drops content only to leave headroom)")
-    cache_step_ratio: float = knob(0.25, ge=0, le=1, doc="cut points and compaction move in steps of this share "
+    cache_step_ratio: float = knob(0.35, ge=0, le=1, doc="a frontier that moves frees at least this share "
                                                          "of the budget, so a growing conversation keeps its "
                                                          "cached prefix (0: cut exactly at the budget)")
     keep_opening_context: bool = knob(True, doc="keep the opening context: the user messages before the first reply "
                                                 "(task, AGENTS.md, environment) and acknowledged context (files "
-                                                "added to the chat); only the last rung drops any, never the task")
+                                                "added to the chat); only the last stages drop or reduce any")
     context_min_chars: int = knob(500, ge=0, doc="a user message of at least this many characters answered only by "
                                                  "a short acknowledgement is opening context")
     ack_max_chars: int = knob(200, ge=0, doc="an assistant reply of at most this many characters, without tool "
                                              "calls, is an acknowledgement")
-    compact_tool_results: bool = knob(True, doc="rung: compact old tool results (head + marker)")
+    compact_tool_results: bool = knob(True, doc="compact older tool results to their head (+ marker), oldest first, "
+                                                "when softening them all is not enough")
     tool_result_keep_chars: int = knob(500, ge=0, doc="characters of a compacted tool result that are kept")
     tool_result_min_chars: int = knob(1000, ge=0, doc="tool results shorter than this are never compacted")
-    keep_recent_tool_results: int = knob(3, ge=0, doc="the most recent tool results are never compacted beyond "
-                                                      "their head and tail")
-    soften_tool_results: bool = knob(True, doc="rung: every tool result keeps its head and tail (the middle goes), "
-                                               "before any is compacted harder or dropped")
+    keep_recent_tool_results: int = knob(3, ge=0, doc="the newest tool results (and the rest of their cache step) "
+                                                      "stay verbatim while older material can make the room")
+    reduce_recent_tool_results: bool = knob(True, doc="when nothing older can make the room, the newest tool results "
+                                                      "keep their head and tail, cut only as far as needed")
+    soften_tool_results: bool = knob(True, doc="older tool results keep their head and tail (the middle goes), oldest "
+                                               "first, before any is compacted harder or dropped")
     tool_result_soft_keep_chars: int = knob(2000, ge=0, doc="characters of a softened tool result that are kept "
                                                             "(two thirds head, one third tail)")
-    drop_old_turns: bool = knob(True, doc="rung: drop the oldest whole turns (and tool steps) after the opening "
-                                          "context")
+    drop_old_turns: bool = knob(True, doc="drop the oldest tool steps, then questions with their answers, after "
+                                          "the opening context, when compacting is not enough")
     pin_first_user_message: bool = knob(False, doc="never drop the first user message (kept anyway as opening "
                                                    "context while keep_opening_context is on)")
-    shorten_assistant_messages: bool = knob(True, doc="rung: shorten long assistant messages (head + marker)")
+    shorten_assistant_messages: bool = knob(True, doc="shorten long older assistant messages (head + marker) where "
+                                                      "tool results are compacted")
     assistant_keep_chars: int = knob(1000, ge=0, doc="characters of a shortened assistant message that are kept")
     assistant_min_chars: int = knob(2000, ge=0, doc="assistant messages shorter than this are never shortened")
     edit_latest_turn_history: bool = knob(True, doc="compact and shorten inside the latest turn's agent loop too")
-    drop_latest_turn_steps: bool = knob(True, doc="last rung: drop the oldest tool steps of the latest turn's agent "
-                                                  "loop (never its last step)")
-    drop_opening_context: bool = knob(True, doc="last rung, rather than refuse: drop opening context but the "
-                                                     "task, oldest first (files added to the chat, a "
-                                                     "demonstration, AGENTS.md); the task always stays")
-    drop_old_images: bool = knob(False, doc="rung 0: replace images older than the latest turn with a placeholder")
+    drop_latest_turn_steps: bool = knob(True, doc="when nothing older can make the room: drop the oldest tool steps "
+                                                  "of the latest turn's agent loop (never its last step)")
+    drop_opening_context: bool = knob(True, doc="rather than refuse: drop opening context but the task, oldest "
+                                                "first (files added to the chat, a demonstration, AGENTS.md); the "
+                                                "task always stays")
+    reduce_opening_context: bool = knob(False, doc="rather than refuse: the opening context left (the task too) keeps "
+                                                  "its head and tail, cut only as far as needed")
+    opening_min_chars: int = knob(1000, ge=0, doc="characters an opening message keeps at least when reduced")
+    drop_old_images: bool = knob(False, doc="replace images older than the latest turn with a placeholder, with "
+                                            "softening")
     notify_model: bool = knob(True, doc="tell the model, in the forwarded request, how many messages and tokens "
                                         "were removed")
 

@@ -1,0 +1,132 @@
+"""The versions a message can take when trimmed: softened (head and tail), compacted (head), shortened,
+images replaced, each computed once from the original with a marker whose figures are true."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ..counting import TokenCounter
+from .report import (
+    COMPACTED_MARKER,
+    SHORTENED_MARKER,
+    SOFTENED_MARKER,
+    ActionKind,
+    content_chars,
+    is_error_result,
+    message_text,
+)
+from .steps import image_placeholder, is_image
+from .trim_policy import TrimPolicy
+
+#: a rewritten message and its exact token count, with the action that produced it
+Variant = tuple[Mapping[str, Any], int, ActionKind]
+
+_SOFT = f"\n{SOFTENED_MARKER} by the gateway to fit the context budget: {{chars}} of {{total}} characters " \
+        "(~{tokens} tokens) removed from the middle]\n"
+_COMPACT = f"\n{COMPACTED_MARKER} by the gateway to fit the context budget: {{chars}} of {{total}} characters " \
+           "(~{tokens} tokens) removed]"
+_SHORTEN = f"\n{SHORTENED_MARKER} by the gateway to fit the context budget: {{chars}} of {{total}} characters " \
+           "(~{tokens} tokens) removed]"
+_SHORTEN_MIDDLE = f"\n{SHORTENED_MARKER} by the gateway to fit the context budget: {{chars}} of {{total}} " \
+                  "characters (~{tokens} tokens) removed from the middle]\n"
+
+
+class Versions:
+    """The rewritten versions of a trim's messages (mixed into ``engine.TrimState``, which sets the state)."""
+
+    counter: TokenCounter
+    messages: list
+    original_tokens: tuple[int, ...]
+    policy: TrimPolicy
+    no_edit: frozenset[int]
+    final_assistant: int | None
+    latest_start: int
+    _variants: dict[tuple[int, str], Variant | None]
+
+    def is_recent(self, index: int) -> bool:
+        raise NotImplementedError
+
+    def marked(self, index: int, head: str, tail: str, marker: str) -> tuple[Mapping[str, Any], int]:
+        """The original message keeping ``head`` and ``tail`` of its text, with a marker between them that
+        says exactly how many characters and tokens left (``marker`` formats ``chars``, ``total``,
+        ``tokens``), and its token count."""
+        original = self.messages[index]
+        text = message_text(original)
+        original_tokens = self.original_tokens[index]
+        removed_chars = len(text) - len(head) - len(tail)
+        claimed, new_message, new_tokens = 0, original, original_tokens
+        for _ in range(3):  # the claim is part of what is counted: settle on a number that is true
+            new_message = {**original, "content": head + marker.format(chars=removed_chars, total=len(text),
+                                                                       tokens=claimed) + tail}
+            new_tokens = self.counter.count_message(new_message, index=index)
+            if original_tokens - new_tokens == claimed:
+                break
+            claimed = max(0, original_tokens - new_tokens)
+        return new_message, new_tokens
+
+    def variant(self, index: int, level: str) -> Variant | None:
+        """The message's version at ``level`` ("light": a tool result softened, old images replaced;
+        "heavy": the most saving of every reduction the policy allows), computed once; None when no
+        reduction applies or none would save anything."""
+        key = (index, level)
+        if key not in self._variants:
+            options = self._light(index) + (self._heavy(index) if level == "heavy" else [])
+            best = min(options, key=lambda v: v[1], default=None)
+            self._variants[key] = best if best is not None and best[1] < self.original_tokens[index] else None
+        return self._variants[key]
+
+    def _light(self, index: int) -> list[Variant]:
+        policy, message = self.policy, self.messages[index]
+        options: list[Variant] = []
+        if policy.soften_tool_results and self._result_reducible(index) and not self.is_recent(index):
+            text = message_text(message)
+            keep, tail_chars = policy.tool_result_soft_keep_chars, policy.tool_result_soft_keep_chars // 3
+            if len(text) > keep:
+                tail = text[len(text) - tail_chars:] if tail_chars else ""
+                options.append((*self.marked(index, text[: keep - tail_chars], tail, _SOFT), "compacted"))
+        if self._has_old_images(index):
+            content = message["content"]
+            replaced = {**message, "content": [image_placeholder() if is_image(part) else part for part in content]}
+            options.append((replaced, self.counter.count_message(replaced, index=index), "images_removed"))
+        return options
+
+    def _heavy(self, index: int) -> list[Variant]:
+        policy, message = self.policy, self.messages[index]
+        text = message_text(message)
+        if self.is_recent(index):
+            return []  # the newest results are cut only graded (``reduce``)
+        if policy.compact_tool_results and self._result_reducible(index) and len(text) > policy.tool_result_keep_chars:
+            return [(*self.marked(index, text[: policy.tool_result_keep_chars], "", _COMPACT), "compacted")]
+        if self._assistant_reducible(index):
+            return [(*self.marked(index, text[: policy.assistant_keep_chars], "", _SHORTEN), "shortened")]
+        return []
+
+    def _result_reducible(self, index: int) -> bool:
+        message = self.messages[index]
+        return (message.get("role") in ("tool", "function") and not is_error_result(message)
+                and content_chars(message) >= self.policy.tool_result_min_chars)
+
+    def _assistant_reducible(self, index: int) -> bool:
+        policy, message = self.policy, self.messages[index]
+        return (message.get("role") == "assistant" and policy.shorten_assistant_messages
+                and index != self.final_assistant and len(message_text(message)) >= policy.assistant_min_chars
+                and len(message_text(message)) > policy.assistant_keep_chars)
+
+    def _has_old_images(self, index: int) -> bool:
+        content = self.messages[index].get("content")
+        return (self.policy.drop_old_images and index < self.latest_start and isinstance(content, list)
+                and any(is_image(part) for part in content))
+
+    def _reducible(self, index: int) -> bool:
+        """Might a reduction apply (without counting anything)?"""
+        policy = self.policy
+        return ((self._result_reducible(index) and (policy.soften_tool_results or policy.compact_tool_results))
+                or self._assistant_reducible(index) or self._has_old_images(index))
+
+    def saving(self, index: int, level: str) -> int:
+        """Tokens the message's ``level`` version saves (``heavier``: the heavy version over the light one)."""
+        if level == "heavier":
+            return self.saving(index, "heavy") - self.saving(index, "light")
+        found = self.variant(index, level)
+        return self.original_tokens[index] - found[1] if found else 0
