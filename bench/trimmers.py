@@ -19,7 +19,8 @@ Methods:
   request's non-message tokens (tools, reply priming). It returns its input untouched when it fails inside
   (then the forwarded request is over budget); a raise would be a refusal. View-only content parts
   (``thought_signature``, which no chat client sends and litellm cannot count) are handed to it as text parts
-  and put back afterwards.
+  and put back afterwards. Its own counts are served from a per-message cache (identical outputs, checked;
+  ``_per_message_litellm_counts``): unaided it needs minutes on the longest requests.
 * ``middle_out``: OpenRouter's documented ``middle-out`` transform ("removing or truncating messages from the
   middle of the prompt, until the prompt fits"), re-implemented: system/developer messages, the first user
   message and the last message stay; the others leave one at a time, always the one in the middle of those
@@ -66,7 +67,9 @@ refusal or an over-budget request gives the model nothing), so read them next to
   of a request is its common prefix with the previous forwarded request) against the same replay untrimmed,
   as ``bench/replay.py`` computes it (a refused request costs nothing, an over-budget one is paid as sent).
 
-Sequences and budgets are fixed, so every figure but the timings is reproducible for a given trimmer.
+Sequences (``--generated`` conversations from a fixed seed) and budgets are fixed, so every figure but the
+timings is reproducible for a given trimmer. A run takes about 75 s on 2 cores, most of it in litellm's
+``trim_messages``; the printed per-method seconds are the methods' own time, counting caches warm.
 """
 
 from __future__ import annotations
@@ -74,6 +77,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import logging
 import math
 import os
 import random
@@ -81,7 +85,7 @@ import re
 import sys
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
@@ -199,6 +203,9 @@ def litellm_trim_messages(request: Mapping[str, Any], budget: int) -> Messages |
     return [restore.get(_json(m), m) if restore else m for m in out]
 
 
+PRIMING = 3  # litellm's count of an empty message list (its reply priming)
+
+
 @contextmanager
 def _per_message_litellm_counts() -> Iterator[None]:
     """Serve litellm's ``get_token_count`` from a per-message cache while ``trim_messages`` runs.
@@ -222,14 +229,16 @@ def _per_message_litellm_counts() -> Iterator[None]:
             total += cache[key]
         return total
 
+    # and keep its log quiet: it logs a traceback whenever it fails inside and returns its input untouched
+    logger = logging.getLogger("LiteLLM")
+    level = logger.level
     litellm.utils.get_token_count = get_token_count
+    logger.setLevel(logging.CRITICAL)
     try:
         yield
     finally:
         litellm.utils.get_token_count = exact
-
-
-PRIMING = 3  # litellm's count of an empty list
+        logger.setLevel(level)
 
 
 def _plain_parts(message: dict[str, Any]) -> dict[str, Any]:
@@ -706,10 +715,14 @@ def replay(sequence: Replay, budget: int, method: Method, timing: list[float]) -
     return tally
 
 
-def run(shares: tuple[float, ...] = (0.5, 0.75, 0.9), methods: Mapping[str, Method] | None = None,
+def run(shares: tuple[float, ...] = (0.5, 0.75, 0.9), methods: Mapping[str, Method] | Iterable[str] | None = None,
         generated: int = 8) -> dict[str, Any]:
-    """Replay every sequence at every share through every method: per method and group, ``Tally.summary()``."""
-    methods = METHODS if methods is None else methods
+    """Replay every sequence at every share through every method (``METHODS`` by default, or names of it, or
+    name -> callable): ``{"methods": {method: {group: Tally.summary()}}, ...}``."""
+    if methods is None:
+        methods = METHODS
+    elif not isinstance(methods, Mapping):
+        methods = {name: METHODS[name] for name in methods}
     replays = list(sequences(generated))
     out: dict[str, Any] = {"shares": list(shares), "definition": INFORMATION_DEFINITION,
                            "sequences": dict(Counter(r.group for r in replays)),
@@ -753,9 +766,10 @@ def main() -> None:
     parser.add_argument("--shares", type=float, nargs="+", default=[0.5, 0.75, 0.9],
                         help="input budgets as shares of each sequence's last request (default: 0.5 0.75 0.9)")
     parser.add_argument("--methods", nargs="+", choices=sorted(METHODS), help="only these methods")
+    parser.add_argument("--generated", type=int, default=8, help="generated conversations (default: 8)")
     args = parser.parse_args()
     start = time.perf_counter()
-    results = run(tuple(args.shares), {name: METHODS[name] for name in args.methods or METHODS})
+    results = run(tuple(args.shares), args.methods, args.generated)
     results["wall_seconds"] = round(time.perf_counter() - start, 1)
     if not args.json:
         print(table(results, (*GROUPS, "all") if args.groups else ("all",)))
