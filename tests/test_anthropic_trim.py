@@ -129,7 +129,7 @@ def test_old_tool_results_are_compacted_in_place_keeping_block_and_id():
 
 def test_error_results_are_kept():
     body = agent(error_at=0)
-    result = check(body, budget_for(body, 0.8))
+    result = check(body, budget_for(body, 0.9))  # softening the two old results is enough
     assert any(a.action == "compacted" for a in result.report.actions)
     error_block = body["messages"][2]["content"][0]
     assert any(error_block in m["content"] for m in result.request["messages"] if isinstance(m["content"], list))

@@ -72,7 +72,7 @@ def test_steps_are_the_single_declaration_of_actions():
 
 def test_stages_give_up_older_material_first():
     # the order is the contract: older history, the agent loop in progress, the newest results, opening context
-    assert [stage.name for stage in STAGES] == ["older_history", "latest_loop", "drop_context", "reduce_opening"]
+    assert [stage.name for stage in STAGES] == ["older_history", "latest_loop", "opening_context", "reduce_task"]
 
 
 def test_counts_and_headers_derive_from_the_steps_and_never_fail_on_an_unknown_action():

@@ -15,7 +15,7 @@ from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError
 from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, trim_request
-from budget_hook.trimming.structure import latest_turn_start, opening_parts, pairing_problems
+from budget_hook.trimming.structure import drop_units, latest_turn_start, opening_parts, pairing_problems
 
 from .conftest import CONVERSATIONS, conversation_request
 
@@ -172,6 +172,34 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy,
             if index in edited:
                 assert policy.reduce_recent_tool_results
                 assert "compacted in the middle" in after[kept.index(index)]["content"]
+    # Least needed first: the latest turn's loop and the newest tool results are touched only once every
+    # older unit that may go has gone (a unit: a tool step, or an older turn's question with its answer).
+    if not protected and not no_edit and policy.drop_old_turns and policy.drop_latest_turn_steps:
+        leading, acknowledged = (opening_parts(before, context_min_chars=policy.context_min_chars,
+                                               ack_max_chars=policy.ack_max_chars)
+                                 if policy.keep_opening_context else (frozenset(), ()))
+        pinned = next((i for i, m in enumerate(before) if m["role"] == "user"), None) \
+            if policy.pin_first_user_message else None
+        never = {i for i, m in enumerate(before) if m["role"] in ("system", "developer") or i in leading
+                 or i == pinned or (i == start and m["role"] == "user")} | {i for pair in acknowledged for i in pair}
+        units = drop_units(before, never)
+        newest = set(results[max(0, len(results) - policy.keep_recent_tool_results):])
+        touched = dropped | edited
+        if any(i > start for i in touched) and latest:
+            for unit in units:
+                if not unit.latest:
+                    assert set(unit.indexes) <= dropped, (unit, sorted(touched))
+        # a newest result is cut only when the other units of its region cannot make the room: kept verbatim,
+        # with every other unit of its region dropped, the request would still be over the budget
+        for region_is_latest in (False, True):
+            hit = [i for i in newest & edited if (i >= start) == region_is_latest or not latest]
+            left = [i for u in units if u.latest == region_is_latest and not newest.intersection(u.indexes)
+                    for i in u.indexes if i not in dropped]
+            if hit and left:
+                alive = [i for i in kept if i not in left]
+                by_index = dict(zip(kept, after, strict=True))
+                restored = [before[i] if i in hit else by_index[i] for i in alive]
+                assert COUNTER.count_request({**original, "messages": restored}).total > budget.budget - 64
     # Protected messages are kept verbatim; no_edit messages are never rewritten; images are only
     # removed before the latest turn.
     for index in protected:
@@ -285,7 +313,7 @@ def test_older_results_are_softened_oldest_first_and_only_as_far_as_needed():
         assert content.startswith(request["messages"][index]["content"][:400]) and COMPACTED_MARKER in content
     for index in results[-3:]:
         assert by_index[index] is request["messages"][index]
-    step = math.ceil(0.35 * budget.budget)
+    step = math.ceil(0.25 * budget.budget)
     assert budget.budget - step <= result.report.tokens_after <= budget.budget  # cut to the budget, not past it
 
 
@@ -322,7 +350,7 @@ def test_turns_are_dropped_oldest_first_with_a_report():
     for action in report.dropped:
         assert action.tokens_before > 0 and action.tokens_after == 0 and len(action.content_hash) == 16
     # Cut in a cache step: at most one step (and one unit) under the budget.
-    step = math.ceil(0.35 * report.budget.budget)
+    step = math.ceil(0.25 * report.budget.budget)
     assert report.budget.budget - step - 200 <= report.tokens_after <= report.budget.budget
     data = report.as_dict()
     json.dumps(data)  # serialisable for logs
@@ -377,3 +405,20 @@ def test_stress_conversation_history_fits_128k():
     result = trim_request(request, counter=COUNTER, budget=compute_budget(128_000))
     assert result.report.tokens_before > 250_000 and result.report.tokens_after <= result.report.budget.budget
     assert pairing_problems(result.request["messages"]) == []
+
+
+def test_a_refusal_never_claims_more_after_than_before_and_advises_only_what_would_help():
+    # the notice was counted into a refused request (23,029 -> 23,056) and the message advised dropping an
+    # opening context of 0 tokens and sending fewer of no tool definitions
+    request = {"model": "gpt-4o", "messages": [
+        {"role": "user", "content": "short question"}, {"role": "assistant", "content": "short answer"},
+        {"role": "user", "content": "huge " * 5000}]}
+    policy = TrimPolicy(keep_opening_context=False)
+    total = COUNTER.count_request(request).total
+    with pytest.raises(CannotFitError) as caught:
+        trim_request(request, counter=COUNTER, budget=budget_of(total // 2), policy=policy)
+    facts, message = caught.value.facts, str(caught.value)
+    assert facts["tokens_after_trimming"] <= facts["tokens_before"] == total
+    assert facts["protected_tokens"]["opening_context"] == 0 and facts["protected_tokens"]["tool_definitions"] == 0
+    assert "drop or reduce the opening context" not in message and "send fewer tool definitions" not in message
+    assert "Shorten the latest message" in message and "larger context window" in message

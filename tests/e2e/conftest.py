@@ -41,7 +41,10 @@ BUDGET_HOOK_SETTINGS = {
     "mode": "enforce",
     "match_team_alias": True,  # the "strict" team and the "pinned-key" key are matched by alias
     "match_key_alias": True,
-    "models": {"shadowed": {"mode": "shadow"}},
+    "models": {"shadowed": {"mode": "shadow"},
+               # Claude Code and Codex compact on a block: these groups block rather than cut the middle out of
+               # an oversized task (the default, for clients that exit on a block, like Gemini CLI)
+               "claude-sonnet-4-5": {"reduce_opening_context": False}, "codex": {"reduce_opening_context": False}},
     "teams": {
         "strict": {"max_input_tokens": 1500},      # matched by team alias
         "team-by-id": {"max_input_tokens": 1500},  # matched by team id

@@ -35,7 +35,7 @@ import pytest
 from budget_hook.counting import TokenCounter
 from budget_hook.shapes.anthropic import anthropic_pairing_problems, count_anthropic
 from budget_hook.shapes.responses import count_responses, responses_pairing_problems
-from budget_hook.trimming.report import COMPACTED_MARKER, NOTICE_MARKER, SOFTENED_MARKER
+from budget_hook.trimming.report import COMPACTED_MARKER, NOTICE_MARKER
 
 from ..conftest import load_json
 from .harness import Process, upstream_payloads, wait_for_record
@@ -164,8 +164,9 @@ def assert_sound_for_anthropic(body: dict, forwarded: dict) -> None:
 
 
 def test_claude_code_keeps_its_reminders_and_task_and_announces_what_it_drops(proxy, upstream):
-    """Five ~3.8 KB results in a 4,000-token window: softening them all and compacting the two old ones is not
-    enough (the 3 most recent are never cut to their head), so the oldest steps go and the model is told."""
+    """Five ~3.8 KB results in a 4,000-token window: the newest result, the one the agent has just read, is
+    cut last; the oldest steps go first, softened ones after them only as far as needed, and the model is
+    told."""
     body = claude_code_session("e2e-cc")
     assert count_anthropic(body, CLAUDE) > 4000
 
@@ -177,9 +178,10 @@ def test_claude_code_keeps_its_reminders_and_task_and_announces_what_it_drops(pr
     assert_sound_for_anthropic(body, forwarded)
     assert count_anthropic(forwarded, CLAUDE) <= int(response.headers["x-budget-input-budget"]) == 3288
     kept = tool_results(forwarded["messages"])
-    assert kept and all(SOFTENED_MARKER in json.dumps(result["content"]) for result in kept)  # the middle went
-    # Measured: 9,018 tokens before; softening all five and compacting the two old ones leaves ~4,260, so the
-    # 3 oldest steps go (after 2 it would still need ~3,710): 2,783 after, 6 messages dropped.
+    originals = tool_results(body["messages"])
+    assert kept and kept[-1]["tool_use_id"] == originals[-1]["tool_use_id"]
+    # what goes goes oldest first: the kept results are the newest ones
+    assert [r["tool_use_id"] for r in kept] == [r["tool_use_id"] for r in originals[len(originals) - len(kept):]]
     assert int(response.headers["x-budget-dropped-messages"]) > 0
     user_texts = [texts(m["content"]) for m in forwarded["messages"] if m["role"] == "user"]
     assert sum(NOTICE_MARKER in text for text in user_texts) == 1
@@ -187,9 +189,10 @@ def test_claude_code_keeps_its_reminders_and_task_and_announces_what_it_drops(pr
     assert forwarded["messages"][-2] == body["messages"][-2]             # the turn's last step (the answer) stays
 
 
-def test_claude_code_is_only_compacted_when_compacting_is_enough(proxy, upstream):
-    """Three big old results and two small recent ones: softening all and cutting the old ones to their head
-    fits the budget, so every step reaches the provider and no notice is added (measured: 6,346 -> 2,995)."""
+def test_claude_code_small_recent_results_stay_and_the_oldest_step_goes_before_any_head_only_cut(proxy, upstream):
+    """Three big old results and two small recent ones: softening the old ones is not enough, so the oldest
+    step goes (a whole tool step, with the notice) before any result is cut to its head; the newest stay as
+    sent."""
     body = claude_code_session("e2e-cc-compact", result_chars=(3800, 3800, 3800, 600, 600))
     assert count_anthropic(body, CLAUDE) > 4000
 
@@ -197,15 +200,13 @@ def test_claude_code_is_only_compacted_when_compacting_is_enough(proxy, upstream
 
     assert response.status_code == 200, response.text
     assert response.headers["x-budget-decision"] == "trimmed"
-    assert response.headers["x-budget-dropped-messages"] == "0"
     [forwarded] = sent(upstream, "/messages", "e2e-cc-compact]")
     assert_sound_for_anthropic(body, forwarded)
-    assert len(forwarded["messages"]) == len(body["messages"]) and forwarded["messages"][0] == body["messages"][0]
-    assert NOTICE_MARKER not in json.dumps(forwarded["messages"])
     results = [json.dumps(result["content"]) for result in tool_results(forwarded["messages"])]
-    assert [COMPACTED_HEAD_MARKER in r for r in results] == [True, True, False, False, False]  # the old ones
-    assert SOFTENED_MARKER in results[2]                        # the 3rd most recent keeps its head and tail
-    assert results[3:] == [json.dumps(r["content"]) for r in tool_results(body["messages"])[3:]]  # small: as sent
+    assert not any(COMPACTED_HEAD_MARKER in r for r in results)
+    assert results[-2:] == [json.dumps(r["content"]) for r in tool_results(body["messages"])[3:]]  # small: as sent
+    assert int(response.headers["x-budget-dropped-messages"]) > 0
+    assert count_anthropic(forwarded, CLAUDE) >= 0.75 * int(response.headers["x-budget-input-budget"])
 
 
 @pytest.mark.parametrize("cap", [2500, 1800, 1000])  # 1,000: only the opening and the last turn fit
@@ -333,18 +334,19 @@ def test_codex_session_keeps_its_opening_and_a_stable_prefix(proxy, upstream):
         assert all(i["call_id"] in calls for i in items if i.get("type") == "function_call_output")
         assert count_responses(forwarded, GPT) <= int(response.headers["x-budget-input-budget"]) == 16000
         if response.headers["x-budget-decision"] == "trimmed":
-            # Softening the exec outputs is enough at this window: no item is dropped, none loses its place.
-            assert response.headers["x-budget-dropped-messages"] == "0", f"request {number}"
-            assert [i.get("type") for i in items] == [i.get("type") for i in request["input"]]
-            assert NOTICE_MARKER not in json.dumps(items) and COMPACTED_HEAD_MARKER not in json.dumps(items)
-            outputs = [json.dumps(i) for i in items if i.get("type") == "function_call_output"]
-            assert all(SOFTENED_MARKER in output for output in outputs), f"request {number}"
+            # The oldest exec outputs are softened, then the oldest steps go (with the notice); no output is
+            # cut to its head, and the newest output (the one Codex has just read) is as sent.
+            assert COMPACTED_HEAD_MARKER not in json.dumps(items)
+            assert (NOTICE_MARKER in json.dumps(items)) == (response.headers["x-budget-dropped-messages"] != "0")
+            outputs = [i for i in items if i.get("type") == "function_call_output"]
+            assert outputs[-1] == as_litellm_forwards(
+                [i for i in request["input"] if i.get("type") == "function_call_output"][-1]), f"request {number}"
             trimmed.append(items)
         else:
             assert items == [as_litellm_forwards(i) for i in request["input"]], f"request {number}"
-    # Measured: requests 5-7 are trimmed (17,364 / 19,843 / 22,326 tokens -> 10,012 / 10,653 / 11,298).
+    # requests 5-7 are trimmed (17,364 / 19,843 / 22,326 tokens)
     assert len(trimmed) == 3
     pairs = list(itertools.pairwise(trimmed))
-    stable = sum(later[:len(earlier)] == earlier for earlier, later in pairs)
-    # Measured: 2 of 2 (share 1.0): each trimmed request's forwarded input is an exact prefix of the next one's.
-    assert stable / len(pairs) >= 0.5, f"{stable} of {len(pairs)}"
+    # Each request adds ~2,500 tokens (15% of this budget) of which the newest output stays verbatim, so the
+    # soften frontier moves about every other request; what it moves over is the oldest outputs.
+    assert all(later[:4] == earlier[:4] for earlier, later in pairs)

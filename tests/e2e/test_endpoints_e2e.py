@@ -120,8 +120,11 @@ def test_responses_are_trimmed_natively(proxy, upstream):
     assert responses_pairing_problems(forwarded["input"]) == []
     budget = int(response.headers["x-budget-input-budget"])
     assert count_responses(forwarded, GPT) <= budget and forwarded["input"][-1] == body["input"][-1]
-    # the first question opens the conversation: it stays, with its call; the result is only softened
-    assert forwarded["input"][:2] == body["input"][:2] and forwarded["input"][2]["call_id"] == "call_0"
+    # the first question opens the conversation: it stays; the newest output is as sent; the oldest step goes
+    # first (its call with its output), the notice right after the question says so
+    assert forwarded["input"][0] == body["input"][0] and forwarded["input"][-3:] == body["input"][-3:]
+    calls = [i["call_id"] for i in forwarded["input"] if i.get("type") == "function_call"]
+    assert calls == [f"call_{n}" for n in range(6 - len(calls), 6)]
     assert forwarded["instructions"] == "Be brief."
     assert response.headers["x-budget-decision"] == "trimmed"
     record = wait_for_record(proxy, response.headers["x-litellm-call-id"])

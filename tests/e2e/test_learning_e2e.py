@@ -145,7 +145,8 @@ def chat(proxy: Process, group: str, words: int, *, turns: int = 1, tag: str = "
     for turn in range(turns):
         messages += [{"role": "user", "content": f"{tag} question {turn}: " + "lorem ipsum " * (words // turns // 2)},
                      {"role": "assistant", "content": f"answer {turn}"}]
-    messages.append({"role": "user", "content": f"{tag} the last question"})
+    # turns=0: the words are the last question itself, which the gateway never cuts
+    messages.append({"role": "user", "content": f"{tag} the last question" + ("" if turns else " lorem ipsum" * (words // 2))})
     return httpx.post(f"{proxy.base_url}/chat/completions", timeout=60,
                       headers={"authorization": "Bearer sk-default"},
                       json={"model": group, "max_tokens": 300, "messages": messages})
@@ -184,11 +185,11 @@ def test_without_the_correction_the_provider_refuses_that_request(servers):
 
 def test_a_window_learned_from_an_overflow_error_is_used_by_the_other_proxy(servers):
     first, second = servers["first"], servers["second"]
-    response = chat(first, "liar", 5000, turns=1, tag="liar-1")
+    response = chat(first, "liar", 5000, turns=0, tag="liar-1")
     assert response.status_code == 400  # the provider's own refusal: the config claimed 16,000
     record = wait_for_record(first, response.headers.get("x-litellm-call-id") or _last_call(first))
     assert record["outcome"] == "failure" and record["learned"]["window"] == 4000
-    response = chat(second, "liar", 5000, turns=1, tag="liar-2")
+    response = chat(second, "liar", 5000, turns=0, tag="liar-2")  # one message: nothing can be trimmed
     assert response.status_code == 400
     message = response.json()["error"]["message"]
     # refused by the gateway (its message names the group and the learned window), never sent to the provider

@@ -128,6 +128,27 @@ def test_decision_reaches_the_standard_logging_payload(proxy, upstream):
 # --- blocking ------------------------------------------------------------------------------------------
 
 
+def test_an_oversized_first_prompt_is_cut_in_the_middle_rather_than_every_later_turn_blocked(proxy, upstream):
+    """Gemini CLI sends its session context and the user's first prompt as one message and exits on a block:
+    that opening message keeps its head and tail, with a marker, and the later turn reaches the provider."""
+    first = "SESSION CONTEXT start. " + "the user's long first prompt " * 700 + " END of the first prompt."
+    body = {"model": "small", "messages": [
+        {"role": "user", "content": first}, {"role": "assistant", "content": "Understood, working on it."},
+        {"role": "user", "content": "and now the next step [e2e-first-prompt]"}]}
+    assert COUNTER.count_request(body).total > 3200
+
+    response = chat(proxy, body)
+
+    assert response.status_code == 200, response.text
+    assert response.headers["x-budget-decision"] == "trimmed"
+    [forwarded] = payloads_for(upstream, "e2e-first-prompt")
+    opening = forwarded["messages"][0]["content"]
+    assert opening.startswith("SESSION CONTEXT start.") and opening.endswith("END of the first prompt.")
+    assert "[budget_hook: message shortened" in opening and "removed from the middle" in opening
+    assert forwarded["messages"][1:] == body["messages"][1:]
+    assert COUNTER.count_request(forwarded).total <= int(response.headers["x-budget-input-budget"])
+
+
 def test_impossible_request_gets_a_clear_400_and_never_reaches_the_upstream(proxy, upstream):
     body = {"model": "small", "messages": [{"role": "user", "content": "e2e-block " + "word " * 6000}]}
 

@@ -6,36 +6,31 @@ Contract: ``trim_request(request, counter=..., budget=..., policy=...)`` returns
 * A request that fits its budget comes back as **the same object**, unchanged. The caller's request
   is never mutated: a trimmed request is a new dict with a new ``messages`` list.
 * The request's material is given up region by region (``steps.STAGES``): older history first, then the
-  latest turn's agent loop, then the newest tool results, then opening context. A region is touched only
-  when everything before it cannot make the room, so the agent loop in progress and the newest tool
-  results stay verbatim whenever older material can fit the request.
-* **The least lossy cuts that fit** (``TrimState.settle``). In a history region each message has a
-  position: where it starts in the history, in tokens of the request as sent. Three frontiers, positions
-  rounded to cache steps of ``cache_step_ratio`` x budget, split the region: units (a tool step, or an
-  older turn's question with its answer) before the *drop* frontier leave; tool results before the
-  *compact* frontier keep their head (long assistant messages are shortened); results before the *soften*
-  frontier keep their head and tail; everything after stays verbatim. The trimmer takes the smallest drop
-  frontier that can fit, then the smallest compact frontier, then the smallest soften frontier: nothing
-  is dropped when compacting fits, nothing compacted when softening fits, and room freed by a drop is
-  given back to the messages after it (they are softened or kept rather than compacted). Every choice is
-  computed afresh from the request: stateless, the same on any proxy instance.
-* **Cache-stable.** A prefix of the conversation has the same positions in every later request, so while
-  a growing conversation still fits with the same frontiers the previous forwarded request stays an exact
-  prefix of the next (the provider's prompt cache keeps working); when it no longer fits, a frontier moves
-  a whole cache step, like Anthropic's ``clear_at_least``. ``cache_step_ratio: 0`` cuts exactly.
-* Graded reductions (the newest results, oversized opening context) keep a message's head and tail and cut
-  only what the remaining excess needs, in steps of an eighth of a cache step.
-* Never edited: system/developer messages, the opening context (until the last stage), the pinned first
+  latest turn's agent loop, then opening context. A region is touched only when everything before it
+  cannot make the room, so the agent loop in progress stays verbatim whenever older material can fit.
+* **The least lossy cuts that fit** (``TrimState.settle``). In a history region, tool results are softened
+  (head and tail kept) oldest first, the frontier a point on the axis of what softening saves, rounded up
+  to a cache step (``cache_step_ratio`` x budget), the result it falls in cut only as far as needed;
+  when softening the whole region cannot fit, the oldest units (a tool step, or an older turn's question
+  with its answer) leave first, in groups that free a cache step, and what stays is softened only as far
+  as it must be; compaction (a result's head) only when nothing droppable is left. The region's newest
+  tool results stay verbatim while the rest can make the room, then are cut graded, then their steps go.
+  Every choice is computed afresh from the request: stateless, the same on any proxy instance.
+* **Cache-stable.** Positions and savings of a prefix of the conversation are the same in every later
+  request, so while a growing conversation still fits with the same frontiers the previous forwarded
+  request stays an exact prefix of the next (the provider's prompt cache keeps working); when it no longer
+  fits, a frontier moves a whole cache step, like Anthropic's ``clear_at_least``. ``cache_step_ratio: 0``
+  cuts exactly.
+* Never edited: system/developer messages, the opening context (but by the last stages), the pinned first
   user message, the latest user message, ``protected`` indexes. Never dropped: the same, but opening
-  context other than the task in the ``drop_context`` stage; and ``keep`` indexes. A tool result never
-  leaves without its call, nor a call without its results (``structure.drop_units``).
+  context other than the task; and ``keep`` indexes. A tool result never leaves without its call, nor a
+  call without its results (``structure.drop_units``).
 * When anything was dropped the request carries a ``Notice`` (a user message at the first cut, counted
   in the budget) telling the model how many messages and tokens were removed.
 * Still over the budget after every stage: ``CannotFitError`` with every number.
 
-Every affected message is reported with its original index, role, token sizes and a content hash, so
-logs can reference content without storing it. Per-message counts come from one ``count_request``
-pass; only rewritten messages are re-counted, each version once.
+Every affected message is reported with its original index, role, token sizes and a content hash.
+Per-message counts come from one ``count_request`` pass; only rewritten messages are re-counted.
 """
 
 from __future__ import annotations
@@ -54,6 +49,7 @@ from .report import (
     Notice,
     TrimReport,
     TrimResult,
+    all_text,
     cannot_fit,
     content_chars,
     content_hash,
@@ -169,34 +165,30 @@ class TrimState(Versions):
         #: opening context that may go, oldest first, only when nothing else fits: the leading user messages
         #: before the task (a demonstration, AGENTS.md) and acknowledged context (files added to the chat)
         leading_users = sorted(i for i in leading if messages[i].get("role") == "user")
+        self.task = leading_users[-1] if leading_users else None
         groups = [(i,) for i in leading_users[:-1]] + list(acknowledged)
         self.context_units = [Unit(group, self.turn_of[group[0]]) for group in sorted(groups)
                               if not any(i in protected or i in keep or i == self.pinned for i in group)]
-        self.recent_from = self._recent_boundary()
-
-    # --- classification ------------------------------------------------------------------------------
+        self.newest_results = self._newest_results()
 
     def _pinned_index(self) -> int | None:
         if not self.policy.pin_first_user_message:
             return None
         return next((i for i, m in enumerate(self.messages) if m.get("role") == "user"), None)
 
-    def _recent_boundary(self) -> float:
-        """Where the newest tool results begin: the start of the cache step holding the
-        ``keep_recent_tool_results``-th newest one. A step boundary, so a result leaves this region only
-        when a whole step of newer history has arrived, and the frontiers of the history regions (step
-        boundaries before it) never reach what just left it."""
+    def _newest_results(self) -> frozenset[int]:
+        """The ``keep_recent_tool_results`` newest tool results: a result leaves this set only when a newer one
+        arrives, and then joins the end of the soften axis, after the frontier, so it stays as it was until
+        the request needs the room."""
         keep = self.policy.keep_recent_tool_results
         results = [i for i, m in enumerate(self.messages) if m.get("role") in ("tool", "function")]
-        if not keep or not results:
-            return math.inf
-        return self.step_start(self.positions[results[-min(keep, len(results))]])
+        return frozenset(results[max(0, len(results) - keep):])
 
     def in_latest_turn(self, index: int) -> bool:
         return index >= self.latest_start
 
     def is_recent(self, index: int) -> bool:
-        return self.positions[index] >= self.recent_from
+        return index in self.newest_results
 
     def never_touched(self, index: int) -> bool:
         message = self.messages[index]
@@ -217,34 +209,28 @@ class TrimState(Versions):
     def fits(self) -> bool:
         return self.total <= self.target
 
-    def step_start(self, position: int) -> int:
-        """The start of the cache step that holds ``position``."""
-        return position - position % self.step if self.step else position
-
-    def frontier_after(self, position: int) -> int:
-        """The first frontier past ``position``: the end of its cache step (exact cuts: the next token)."""
-        return self.step_start(position) + self.step if self.step else position + 1
-
-    def opening_users(self) -> list[int]:
-        """Opening-context user messages still present whose text may be reduced, largest first."""
-        found = [i for i in sorted(self.opening) if self.alive[i] and self.messages[i].get("role") == "user"
-                 and i != self.latest_start and i not in self.protected and i not in self.no_edit
-                 and _all_text(self.messages[i])]
-        return sorted(found, key=lambda i: -self.tokens[i])
-
-    # --- choosing the cuts ----------------------------------------------------------------------------
+    def opening_users(self, *, task: bool) -> list[int]:
+        """Opening-context user messages still present whose text may be reduced, oldest first: the task (the
+        last user message before the first reply), or the context before it and acknowledged context."""
+        found = [self.task] if task and self.task is not None else \
+            [i for unit in self.context_units for i in unit.indexes if self.messages[i].get("role") == "user"]
+        return [i for i in found if self.alive[i] and i not in (self.latest_start, self.pinned)
+                and i not in self.protected and i not in self.no_edit and all_text(self.messages[i])]
 
     def settle(self, region: Callable[[int], bool], *, drop: bool, latest: bool, edit: bool = True) -> None:
-        """The least lossy cuts of one history region that fit.
+        """The least lossy cuts of one history region that fit, oldest first.
 
-        The newest tool results (``is_recent``) stay verbatim while the rest of the region can make the room:
-        first the smallest soften frontier; if softening everything else is not enough, the smallest compact
-        frontier, then the smallest soften frontier after it; if compacting everything else is not enough,
-        the smallest drop frontier, then compact and soften frontiers after it. A frontier is chosen as if
-        the newest results already had the treatment they will get once they age (softened for the compact
-        frontier, compacted for the drop frontier): a result growing old must not bring back what was cut
-        before it, or the cached prefix would change. What is still over is cut from the newest results,
-        graded to the excess (``reduce``), then their steps leave, oldest first.
+        Tool results are softened (head and tail kept) along the history, oldest first, graded: the frontier
+        is a point on the axis of what softening saves, rounded up to a cache step, so every result before it
+        is softened, the one it falls in is cut only as far as the step needs, and everything after it stays
+        verbatim. When softening the whole region cannot fit, the oldest units leave first (a tool step, or
+        an older turn's question with its answer), in groups that free a cache step, and what stays after
+        them is softened only as far as it must be. Compaction (a result's head only, long assistant
+        messages shortened) comes only when nothing droppable is left.
+
+        The newest tool results (``is_recent``) stay verbatim while the rest of the region can make the room;
+        what is still over is then cut from them, graded to the excess (``reduce``), and last their steps
+        leave, oldest first.
         """
         policy = self.policy
         in_region = [i for i in range(len(self.messages)) if region(i)]
@@ -253,46 +239,84 @@ class TrimState(Versions):
         newest = [i for i in in_region if self.is_recent(i) and self.editable(i) and self._result_reducible(i)] \
             if edit and policy.reduce_recent_tool_results else []
         units = [u for u in self.units if u.latest == latest and all(self.alive[i] for i in u.indexes)] if drop else []
-        older_units = [u for u in units if not any(self.is_recent(i) for i in u.indexes)]
-        light = {i: partial(self.saving, i, "light") for i in candidates + newest}
-        heavy = {i: partial(self.saving, i, "heavier") for i in candidates + newest}
+        # a turn whose step holds one of the newest results keeps its question while that step stays
+        holding = {u.turn for u in units if any(self.is_recent(i) for i in u.indexes)}
+        older_units = [u for u in units if not any(self.is_recent(i) for i in u.indexes)
+                       and not (u.turn in holding and self.messages[u.indexes[0]].get("role") == "user")]
+        light = {i: self.saving(i, "light") for i in candidates}
+        softened = self.total - sum(light.values())  # the region softened, the newest results verbatim
 
-        gone: set[int] = set()  # messages of the units that go
-        cut = compact = 0.0
-        found, total = self._first_fit([(self.positions[i], light[i]) for i in candidates], self.total)
-        if found is None:  # softening the rest of the region is not enough: compact, oldest first
-            aged = total - sum(light[i]() for i in newest)  # the newest results as they will be once old
-            found, aged = self._first_fit([(self.positions[i], heavy[i]) for i in candidates], aged)
-            if found is None:  # compacting the rest of the region is not enough: drop, oldest first
-                aged -= sum(heavy[i]() for i in newest)
-                found, _ = self._first_fit(self._drop_items(older_units, set(candidates)), aged)
-                cut = math.inf if found is None else found
-                gone = {i for u in older_units if self.positions[u.indexes[-1]] < cut for i in u.indexes}
-                aged = (self.total - sum(self.tokens[i] for i in gone) + self._notice_size(gone) - self.notice_tokens
-                        - sum(light[i]() for i in candidates + newest if i not in gone))
-                found, aged = self._first_fit([(self.positions[i], heavy[i]) for i in candidates if i not in gone],
-                                              aged)
+        cut = 0.0
+        if softened > self.target:  # softening cannot fit: the oldest units leave, a cache step at a time
+            found, _ = self._first_fit(self._drop_items(older_units, set(candidates), "light"), softened)
+            # dropping them all cannot make the room: the newest results must give anyway; older units go in
+            # the groups that free whole cache steps (each spares the newest a step), no more
+            cut = self._whole_steps(self._drop_items(older_units, set(candidates), "light")) if found is None \
+                else found
+        gone = {i for u in older_units if self.positions[u.indexes[-1]] < cut for i in u.indexes}
+        rest = [i for i in candidates if i not in gone]
+        base = self.total - sum(self.tokens[i] for i in gone) + self._notice_size(gone) - self.notice_tokens
+        compact = 0.0
+        softened = base - sum(light[i] for i in rest)
+        if softened > self.target:  # nothing droppable is left: compact, oldest first
+            found, _ = self._first_fit([(self.positions[i], partial(self.saving, i, "heavier")) for i in rest],
+                                       softened)
             compact = math.inf if found is None else found
-            rest = [i for i in candidates if i not in gone and self.positions[i] >= compact]
-            found, _ = self._first_fit([(self.positions[i], light[i]) for i in rest],
-                                       aged + sum(light[i]() for i in rest + newest), floor=compact)
-        soften = math.inf if found is None else found
+
         for unit in older_units:
             if self.positions[unit.indexes[-1]] < cut:
                 self.drop_unit(unit)
-        for index in candidates:
-            level = "heavy" if self.positions[index] < compact else "light" if self.positions[index] < soften else None
-            version = self.variant(index, level) if level and self.alive[index] else None
-            if version is not None:
-                self.rewrite(index, version[0], version[2], version[1])
+        for index in rest:
+            if self.positions[index] < compact:
+                self._apply(index, "heavy")
+        self._soften_along([i for i in rest if self.positions[i] >= compact], light)
         for index in newest:  # still over: the newest results, oldest first, as little as needed
             if self.fits():
                 return
             self.reduce(index, floor=policy.tool_result_keep_chars, action="compacted")
-        for unit in units:  # still over: what is left of the region, oldest first
-            if self.fits():
+        left = [u for u in units if any(self.alive[i] for i in u.indexes)]
+        found, _ = self._first_fit(self._drop_items(left, ()), self.total)  # still over: the rest, oldest first
+        for unit in left:
+            if found is None or self.positions[unit.indexes[-1]] < found:
+                self.drop_unit(unit)
+
+    def _soften_along(self, indexes: list[int], light: Mapping[int, int]) -> None:
+        """Soften ``indexes`` (in position order) until what they save reaches the excess rounded up to a cache
+        step: every one before the frontier whole, the one it falls in graded (head and tail kept, never under
+        the softened size), the rest verbatim."""
+        if self.fits():
+            return
+        needed = self.total - self.target
+        frontier = math.ceil(needed / self.step) * self.step if self.step else needed
+        saved = 0
+        for index in indexes:
+            if saved >= frontier:
                 return
-            self.drop_unit(unit)
+            if not light[index]:
+                continue
+            version = self.variant(index, "light")
+            if saved + light[index] <= frontier or version is None or version[2] != "compacted":
+                self._apply(index, "light")
+                saved += light[index]
+            else:
+                before = self.tokens[index]
+                self.reduce(index, floor=self.policy.tool_result_soft_keep_chars, action="compacted",
+                            needed=frontier - saved)
+                saved += before - self.tokens[index]
+
+    def _apply(self, index: int, level: str) -> None:
+        version = self.variant(index, level)
+        if version is not None:
+            self.rewrite(index, version[0], version[2], version[1])
+
+    def _whole_steps(self, items: Sequence[tuple[int, Callable[[], int]]]) -> float:
+        """The frontier after the last group of ``items`` whose savings reach a whole cache step."""
+        saved, frontier, bound = 0, 0.0, self.step
+        for position, saving in items:
+            saved += saving()
+            if saved >= bound:
+                frontier, bound = position + 1, (saved // self.step + 1) * self.step if self.step else 0
+        return frontier
 
     def _first_fit(self, items: Sequence[tuple[int, Callable[[], int]]], total: int, *, floor: float = 0.0
                    ) -> tuple[float | None, int]:
@@ -317,7 +341,8 @@ class TrimState(Versions):
                 return items[index - 1][0] + 1, total
         return None, total
 
-    def _drop_items(self, units: list[Unit], candidates: Collection[int]) -> list[tuple[int, Callable[[], int]]]:
+    def _drop_items(self, units: list[Unit], candidates: Collection[int], level: str = "heavy"
+                    ) -> list[tuple[int, Callable[[], int]]]:
         """Each unit at its last message's position, with what dropping it saves over keeping it compacted,
         the notice's growth included (taken in order, so the notice grows with every unit before it)."""
         pending = [0, 0, self.notice_tokens]  # messages and tokens dropped so far, the notice's size
@@ -328,7 +353,7 @@ class TrimState(Versions):
                 pending[1] += sum(self.original_tokens[i] for i in unit.indexes if self.alive[i])
                 size = self._notice_for(pending[0], pending[1])
                 grew, pending[2] = size - pending[2], size
-                kept = sum(self.tokens[i] - (self.saving(i, "heavy") if i in candidates else 0) for i in unit.indexes)
+                kept = sum(self.tokens[i] - (self.saving(i, level) if i in candidates else 0) for i in unit.indexes)
                 return kept - grew
             return saving
         return [(self.positions[unit.indexes[-1]], saving_of(unit)) for unit in units]
@@ -348,8 +373,6 @@ class TrimState(Versions):
         if key not in self._notice_sizes:
             self._notice_sizes[key] = self.counter.count_message(self.notice_message(notice_text(*key)))
         return self._notice_sizes[key]
-
-    # --- primitives the stages use -------------------------------------------------------------------
 
     def rewrite(self, index: int, new_message: Mapping[str, Any], action: ActionKind,
                 new_tokens: int | None = None) -> None:
@@ -374,18 +397,19 @@ class TrimState(Versions):
         self.tokens[index] = new_tokens
         self.edited[index] = new_message
 
-    def reduce(self, index: int, *, floor: int, action: ActionKind) -> None:
-        """Keep the message's head (two thirds) and tail (one third), cutting only what the remaining excess
-        needs, rounded up to an eighth of a cache step so a growing conversation re-cuts it rarely; never
-        below ``floor`` characters."""
+    def reduce(self, index: int, *, floor: int, action: ActionKind, needed: int | None = None) -> None:
+        """Keep the message's head (two thirds) and tail (one third), cutting ``needed`` tokens (by default the
+        remaining excess rounded up to a cache step, so a growing conversation re-cuts it only once a step);
+        never below ``floor`` characters."""
         text = message_text(self.messages[index])
         if len(text) <= floor or self.total <= self.target:
             return
-        grain = max(1, self.step // 8)
-        needed = math.ceil((self.total - self.target) / grain) * grain
+        if needed is None:
+            excess = self.total - self.target
+            needed = math.ceil(excess / self.step) * self.step if self.step else excess
         per_token = len(text) / max(1, self.original_tokens[index])
         marker = _SOFT if action == "compacted" else _SHORTEN_MIDDLE
-        keep = max(floor, len(text) - int(needed * per_token * 1.05) - 64)
+        keep = max(floor, len(text) - int((needed + 40) * per_token))
         for _ in range(6):
             tail = keep // 3
             new_message, new_tokens = self.marked(index, text[: keep - tail], text[len(text) - tail:] if tail else "",
@@ -436,8 +460,6 @@ class TrimState(Versions):
         """Turns none of whose messages is left."""
         return tuple(turn.number for turn in self.turns if not any(self.alive[i] for i in turn.indexes))
 
-    # --- the notice ----------------------------------------------------------------------------------
-
     @staticmethod
     def notice_message(text: str) -> dict[str, Any]:
         return {"role": "user", "content": text}
@@ -471,10 +493,3 @@ class TrimState(Versions):
         sizes["tool_definitions"] = tools_tokens
         sizes["request_overhead"] = fixed_tokens - tools_tokens
         return sizes
-
-
-def _all_text(message: Mapping[str, Any]) -> bool:
-    content = message.get("content")
-    return isinstance(content, str) or (isinstance(content, list) and bool(content) and all(
-        isinstance(p, Mapping) and p.get("type") in ("text", "input_text") and isinstance(p.get("text"), str)
-        for p in content))

@@ -222,3 +222,10 @@ def cannot_fit(model: str, budget: Budget, before: int, after: int, protected: M
         "protected_tokens": dict(protected),
     }
     return CannotFitError(message, facts)
+
+
+def all_text(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, str) or (isinstance(content, list) and bool(content) and all(
+        isinstance(p, Mapping) and p.get("type") in ("text", "input_text") and isinstance(p.get("text"), str)
+        for p in content))

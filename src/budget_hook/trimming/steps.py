@@ -18,15 +18,17 @@ remaining excess needs.
 
 1. ``older_history``: everything before the latest user message but the opening context;
 2. ``latest_loop``: the latest turn's agent loop (never its last step nor its final reply);
-3. ``drop_context``: opening context but the task, oldest first (a demonstration, AGENTS.md, files added
-   to the chat);
-4. ``reduce_opening``: what is left of the opening context, graded to the excess (head and tail).
+3. ``opening_context``: opening context but the task, oldest first (a demonstration, AGENTS.md, a
+   repository map, files added to the chat): each cut to the excess (head and tail) when that is enough,
+   else dropped whole;
+4. ``reduce_task``: the task, graded to the excess (head and tail). Then the request is refused.
 
-Within each history region the trimmer chooses the least lossy cuts that fit (``TrimState.settle``): the
-smallest soften frontier, else the smallest compact frontier, else the smallest drop frontier, each a
-position in the history rounded to cache steps; the region's newest tool results (the
-``keep_recent_tool_results`` newest of the request) stay verbatim while the rest can make the room, then
-are cut graded to the excess, and their steps leave last.
+Within each history region the trimmer chooses the least lossy cuts that fit (``TrimState.settle``):
+tool results softened oldest first along the history, the one at the frontier graded, the frontier on
+the axis of what softening saves rounded up to a cache step; when softening the whole region cannot fit,
+the oldest units leave first, in groups that free a cache step; compaction only when nothing droppable is
+left. The region's newest tool results (the ``keep_recent_tool_results`` newest of the request) stay
+verbatim while the rest can make the room, then are cut graded to the excess, and their steps leave last.
 """
 
 from __future__ import annotations
@@ -91,24 +93,29 @@ def latest_loop(state: TrimState) -> None:
                  edit=policy.edit_latest_turn_history)
 
 
-def drop_context(state: TrimState) -> None:
+def opening_context(state: TrimState) -> None:
     """Rather than refuse, oldest first: the opening user messages before the task (a demonstration,
-    AGENTS.md) and acknowledged context (a file added to the chat and its "Ok"). The task stays."""
-    if state.policy.drop_opening_context:
-        for unit in state.context_units:
-            if state.fits():
-                return
+    AGENTS.md, a repository map) and acknowledged context (a file added to the chat and its "Ok"). Each
+    keeps its head and tail, cut only as far as the remaining excess needs, when that is enough
+    (``reduce_opening_context``, never under ``opening_min_chars``); otherwise it leaves whole
+    (``drop_opening_context``) and the next one is looked at. The task stays."""
+    policy = state.policy
+    for unit in state.context_units:
+        if state.fits():
+            return
+        users = [i for i in state.opening_users(task=False) if i in unit.indexes]
+        if policy.reduce_opening_context:
+            for index in users:
+                state.reduce(index, floor=policy.opening_min_chars, action="shortened")
+        if not state.fits() and policy.drop_opening_context:
             state.drop_unit(unit)
 
 
-def reduce_opening(state: TrimState) -> None:
-    """Rather than refuse: the opening context's user messages that are still there, largest first, keep
-    their head and tail, cut only as far as the remaining excess needs (Gemini CLI sends its session
-    context and a long first prompt as one message)."""
+def reduce_task(state: TrimState) -> None:
+    """Rather than refuse: the task keeps its head and tail, cut only as far as the remaining excess needs
+    (Gemini CLI sends its session context and a long first prompt as one message, and exits on a block)."""
     if state.policy.reduce_opening_context:
-        for index in state.opening_users():
-            if state.fits():
-                return
+        for index in state.opening_users(task=True):
             state.reduce(index, floor=state.policy.opening_min_chars, action="shortened")
 
 
@@ -116,8 +123,8 @@ def reduce_opening(state: TrimState) -> None:
 STAGES: tuple[Stage, ...] = (
     Stage("older_history", older_history),
     Stage("latest_loop", latest_loop),
-    Stage("drop_context", drop_context),
-    Stage("reduce_opening", reduce_opening),
+    Stage("opening_context", opening_context),
+    Stage("reduce_task", reduce_task),
 )
 
 

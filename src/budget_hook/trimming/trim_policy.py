@@ -13,7 +13,7 @@ class TrimPolicy:
 
     target_ratio: float = knob(1.0, gt=0, le=1, doc="aim every cut at this share of the budget (1: the budget "
                                                     "itself; lower drops content only to leave headroom)")
-    cache_step_ratio: float = knob(0.35, ge=0, le=1, doc="a frontier that moves frees at least this share "
+    cache_step_ratio: float = knob(0.25, ge=0, le=1, doc="a frontier that moves frees at least this share "
                                                          "of the budget, so a growing conversation keeps its "
                                                          "cached prefix (0: cut exactly at the budget)")
     keep_opening_context: bool = knob(True, doc="keep the opening context: the user messages before the first reply "
@@ -49,8 +49,9 @@ class TrimPolicy:
     drop_opening_context: bool = knob(True, doc="rather than refuse: drop opening context but the task, oldest "
                                                 "first (files added to the chat, a demonstration, AGENTS.md); the "
                                                 "task always stays")
-    reduce_opening_context: bool = knob(False, doc="rather than refuse: the opening context left (the task too) keeps "
-                                                  "its head and tail, cut only as far as needed")
+    reduce_opening_context: bool = knob(True, doc="rather than drop or refuse: opening context keeps its head and "
+                                                 "tail, cut only as far as needed (the context before the task "
+                                                 "first, the task last)")
     opening_min_chars: int = knob(1000, ge=0, doc="characters an opening message keeps at least when reduced")
     drop_old_images: bool = knob(False, doc="replace images older than the latest turn with a placeholder, with "
                                             "softening")

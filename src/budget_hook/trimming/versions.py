@@ -66,9 +66,9 @@ class Versions:
         return new_message, new_tokens
 
     def variant(self, index: int, level: str) -> Variant | None:
-        """The message's version at ``level`` ("light": a tool result softened, old images replaced;
-        "heavy": the most saving of every reduction the policy allows), computed once; None when no
-        reduction applies or none would save anything."""
+        """The message's version at ``level`` ("light": a tool result softened, old images replaced; "heavy":
+        the most saving of every reduction the policy allows), computed once; None when no reduction applies
+        or none would save anything."""
         key = (index, level)
         if key not in self._variants:
             options = self._light(index) + (self._heavy(index) if level == "heavy" else [])
