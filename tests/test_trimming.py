@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError
-from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, trim_request
+from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, message_text, trim_request
 from budget_hook.trimming.structure import drop_units, latest_turn_start, opening_parts, pairing_problems
 
 from .conftest import CONVERSATIONS, conversation_request
@@ -165,13 +165,16 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy,
             assert pair[1] not in edited and (set(pair) <= dropped or not dropped.intersection(pair))
             if not policy.drop_opening_context:
                 assert not dropped.intersection(pair)
-    # The K most recent tool results are only ever cut in the middle (head and tail kept), by the graded stage.
+    # The K most recent tool results are only ever cut by the graded stage: in the middle (head and tail kept),
+    # or, at its floor, to the head an older result is compacted to.
     results = [i for i, m in enumerate(before) if m["role"] == "tool"]
     if policy.keep_recent_tool_results:
         for index in results[-policy.keep_recent_tool_results:]:
             if index in edited:
                 assert policy.reduce_recent_tool_results
-                assert "compacted in the middle" in after[kept.index(index)]["content"]
+                content = after[kept.index(index)]["content"]
+                assert "compacted in the middle" in content or content.startswith(
+                    message_text(before[index])[:policy.tool_result_keep_chars] + f"\n{COMPACTED_MARKER} by")
     # Least needed first: the latest turn's loop and the newest tool results are touched only once every
     # older unit that may go has gone (a unit: a tool step, or an older turn's question with its answer).
     if not protected and not no_edit and policy.drop_old_turns and policy.drop_latest_turn_steps:

@@ -59,7 +59,7 @@ from .report import (
 from .steps import STAGES
 from .structure import PROTECTED_ROLES, Unit, drop_units, latest_turn_start, opening_parts, split_turns
 from .trim_policy import TrimPolicy
-from .versions import _SHORTEN_MIDDLE, _SOFT, Versions
+from .versions import _COMPACT, _SHORTEN_MIDDLE, _SOFT, Versions
 
 
 def trim_request(
@@ -418,6 +418,10 @@ class TrimState(Versions):
             if saved >= needed or keep == floor:
                 break
             keep = max(floor, keep - int((needed - saved) * per_token * 1.2) - 16)
+        if keep == floor == self.policy.tool_result_keep_chars and action == "compacted":
+            # at its floor a result is what compaction makes of it, so it does not change once it is no longer
+            # one of the newest and is compacted with the older ones
+            new_message, new_tokens = self.marked(index, text[:floor], "", _COMPACT)
         self.rewrite(index, new_message, action, new_tokens)
 
     def drop_unit(self, unit: Unit) -> None:
