@@ -161,7 +161,14 @@ def trim_anthropic(body: Mapping[str, Any], *, counter: TokenCounter, budget: Bu
 
 
 def _compacted(blocks: Sequence[Any], edited: Mapping[str, Any]) -> list[Any]:
-    return [{**b, "content": message_text(edited)} if _kind(b) == "tool_result" else b for b in blocks]
+    """A tool result's text becomes the edited text; its other blocks (images, documents) stay."""
+    def written(block: Any) -> Any:
+        inner = block.get("content")
+        if not isinstance(inner, list):
+            return {**block, "content": message_text(edited)}
+        return {**block, "content": [{"type": "text", "text": message_text(edited)},
+                                     *(b for b in inner if _kind(b) != "text")]}
+    return [written(b) if _kind(b) == "tool_result" else b for b in blocks]
 
 
 def _images_removed(blocks: Sequence[Any], edited: Mapping[str, Any]) -> list[Any]:

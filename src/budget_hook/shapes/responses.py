@@ -177,7 +177,15 @@ def trim_responses(body: Mapping[str, Any], *, counter: TokenCounter, budget: Bu
 
 
 def _compacted(item: Mapping[str, Any], edited: Mapping[str, Any]) -> Mapping[str, Any]:
-    return {**item, "output": message_text(edited)} if item.get("type") == "function_call_output" else item
+    """An output's text becomes the edited text; its other parts (images, files) stay."""
+    if item.get("type") != "function_call_output":
+        return item
+    output = item.get("output")
+    if not isinstance(output, list):
+        return {**item, "output": message_text(edited)}
+    return {**item, "output": [{"type": "input_text", "text": message_text(edited)},
+                               *(p for p in output if not (isinstance(p, Mapping) and p.get("type") in
+                                                           ("input_text", "output_text", "text")))]}
 
 
 def _shortened(item: Mapping[str, Any], edited: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -59,7 +59,7 @@ from .report import (
 from .steps import STAGES
 from .structure import PROTECTED_ROLES, Unit, drop_units, latest_turn_start, opening_parts, split_turns
 from .trim_policy import TrimPolicy
-from .versions import _COMPACT, _SHORTEN_MIDDLE, _SOFT, Versions
+from .versions import Versions
 
 
 def trim_request(
@@ -209,13 +209,11 @@ class TrimState(Versions):
     def fits(self) -> bool:
         return self.total <= self.target
 
-    def opening_users(self, *, task: bool) -> list[int]:
-        """Opening-context user messages still present whose text may be reduced, oldest first: the task (the
-        last user message before the first reply), or the context before it and acknowledged context."""
-        found = [self.task] if task and self.task is not None else \
-            [i for unit in self.context_units for i in unit.indexes if self.messages[i].get("role") == "user"]
-        return [i for i in found if self.alive[i] and i not in (self.latest_start, self.pinned)
-                and i not in self.protected and i not in self.no_edit and all_text(self.messages[i])]
+    def opening_reducible(self, index: int) -> bool:
+        """May the last stages cut this opening-context message in the middle?"""
+        return (self.alive[index] and self.messages[index].get("role") == "user"
+                and index not in (self.latest_start, self.pinned) and index not in self.protected
+                and index not in self.no_edit and all_text(self.messages[index]))
 
     def settle(self, region: Callable[[int], bool], *, drop: bool, latest: bool, edit: bool = True) -> None:
         """The least lossy cuts of one history region that fit, oldest first.
@@ -234,9 +232,10 @@ class TrimState(Versions):
         """
         policy = self.policy
         in_region = [i for i in range(len(self.messages)) if region(i)]
-        candidates = [i for i in in_region if (not self.is_recent(i) or self._has_old_images(i)) and self.editable(i)
-                      and self._reducible(i)] if edit else []
-        newest = [i for i in in_region if self.is_recent(i) and self.editable(i) and self._result_reducible(i)] \
+        candidates = [i for i in in_region if not self.is_recent(i) and self.editable(i) and self._reducible(i)] \
+            if edit else []
+        newest = [i for i in in_region if self.is_recent(i) and self.editable(i)
+                  and (self._result_reducible(i) or self._has_old_images(i))] \
             if edit and policy.reduce_recent_tool_results else []
         units = [u for u in self.units if u.latest == latest and all(self.alive[i] for i in u.indexes)] if drop else []
         # a turn whose step holds one of the newest results keeps its question while that step stays
@@ -249,6 +248,9 @@ class TrimState(Versions):
         cut = 0.0
         if softened > self.target:  # softening cannot fit: the oldest units leave, a cache step at a time
             found, _ = self._first_fit(self._drop_items(older_units, set(candidates), "light"), softened)
+            if found is None:  # then with what stays compacted
+                found, _ = self._first_fit(self._drop_items(older_units, set(candidates), "heavy"),
+                                           softened - sum(self.saving(i, "heavier") for i in candidates))
             # dropping them all cannot make the room: the newest results must give anyway; older units go in
             # the groups that free whole cache steps (each spares the newest a step), no more
             cut = self._whole_steps(self._drop_items(older_units, set(candidates), "light")) if found is None \
@@ -273,7 +275,10 @@ class TrimState(Versions):
         for index in newest:  # still over: the newest results, oldest first, as little as needed
             if self.fits():
                 return
-            self.reduce(index, floor=policy.tool_result_keep_chars, action="compacted")
+            if self._has_old_images(index):
+                self._apply(index, "light")  # images older than the latest turn go first (drop_old_images)
+            if not self.fits():
+                self.reduce(index, floor=policy.tool_result_keep_chars, action="compacted")
         left = [u for u in units if any(self.alive[i] for i in u.indexes)]
         found, _ = self._first_fit(self._drop_items(left, ()), self.total)  # still over: the rest, oldest first
         for unit in left:
@@ -398,30 +403,15 @@ class TrimState(Versions):
         self.edited[index] = new_message
 
     def reduce(self, index: int, *, floor: int, action: ActionKind, needed: int | None = None) -> None:
-        """Keep the message's head (two thirds) and tail (one third), cutting ``needed`` tokens (by default the
-        remaining excess rounded up to a cache step, so a growing conversation re-cuts it only once a step);
-        never below ``floor`` characters."""
-        text = message_text(self.messages[index])
-        if len(text) <= floor or self.total <= self.target:
+        """Keep the message's head and tail, cutting ``needed`` tokens (by default the remaining excess rounded
+        up to a cache step, so a growing conversation re-cuts it only once a step); never below ``floor``
+        characters (``Versions.graded``)."""
+        if len(message_text(self.messages[index])) <= floor or self.total <= self.target:
             return
         if needed is None:
             excess = self.total - self.target
             needed = math.ceil(excess / self.step) * self.step if self.step else excess
-        per_token = len(text) / max(1, self.original_tokens[index])
-        marker = _SOFT if action == "compacted" else _SHORTEN_MIDDLE
-        keep = max(floor, len(text) - int((needed + 40) * per_token))
-        for _ in range(6):
-            tail = keep // 3
-            new_message, new_tokens = self.marked(index, text[: keep - tail], text[len(text) - tail:] if tail else "",
-                                                  marker)
-            saved = self.original_tokens[index] - new_tokens
-            if saved >= needed or keep == floor:
-                break
-            keep = max(floor, keep - int((needed - saved) * per_token * 1.2) - 16)
-        if keep == floor == self.policy.tool_result_keep_chars and action == "compacted":
-            # at its floor a result is what compaction makes of it, so it does not change once it is no longer
-            # one of the newest and is compacted with the older ones
-            new_message, new_tokens = self.marked(index, text[:floor], "", _COMPACT)
+        new_message, new_tokens = self.graded(index, needed=needed, floor=floor, action=action)
         self.rewrite(index, new_message, action, new_tokens)
 
     def drop_unit(self, unit: Unit) -> None:

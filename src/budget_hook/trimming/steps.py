@@ -103,7 +103,7 @@ def opening_context(state: TrimState) -> None:
     for unit in state.context_units:
         if state.fits():
             return
-        users = [i for i in state.opening_users(task=False) if i in unit.indexes]
+        users = [i for i in unit.indexes if state.opening_reducible(i)]
         if policy.reduce_opening_context:
             for index in users:
                 state.reduce(index, floor=policy.opening_min_chars, action="shortened")
@@ -114,9 +114,8 @@ def opening_context(state: TrimState) -> None:
 def reduce_task(state: TrimState) -> None:
     """Rather than refuse: the task keeps its head and tail, cut only as far as the remaining excess needs
     (Gemini CLI sends its session context and a long first prompt as one message, and exits on a block)."""
-    if state.policy.reduce_opening_context:
-        for index in state.opening_users(task=True):
-            state.reduce(index, floor=state.policy.opening_min_chars, action="shortened")
+    if state.policy.reduce_opening_context and state.task is not None and state.opening_reducible(state.task):
+        state.reduce(state.task, floor=state.policy.opening_min_chars, action="shortened")
 
 
 #: the regions, in the order their material is given up

@@ -50,19 +50,36 @@ class Versions:
     def marked(self, index: int, head: str, tail: str, marker: str) -> tuple[Mapping[str, Any], int]:
         """The original message keeping ``head`` and ``tail`` of its text, with a marker between them that
         says exactly how many characters and tokens left (``marker`` formats ``chars``, ``total``,
-        ``tokens``), and its token count."""
+        ``tokens``), and its token count. Parts that are not text (images, files) stay as they were."""
         original = self.messages[index]
         text = message_text(original)
         original_tokens = self.original_tokens[index]
-        removed_chars = len(text) - len(head) - len(tail)
-        claimed, new_message, new_tokens = 0, original, original_tokens
-        for _ in range(3):  # the claim is part of what is counted: settle on a number that is true
-            new_message = {**original, "content": head + marker.format(chars=removed_chars, total=len(text),
-                                                                       tokens=claimed) + tail}
+        content = original.get("content")
+        parts = content if isinstance(content, list) else None
+
+        def build(head: str, tail: str, claimed: int) -> Mapping[str, Any]:
+            new_text = head + marker.format(chars=len(text) - len(head) - len(tail), total=len(text),
+                                            tokens=claimed) + tail
+            if parts is None:
+                return {**original, "content": new_text}
+            texts = [p for p in parts if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+            kind = texts[0].get("type", "text") if texts else "text"
+            return {**original, "content": [{"type": kind, "text": new_text}, *(p for p in parts if p not in texts)]}
+
+        claimed, tried = 0, set()
+        new_message, new_tokens = original, original_tokens
+        for _ in range(12):  # the claim is part of what is counted: settle on a number that is true
+            new_message = build(head, tail, claimed)
             new_tokens = self.counter.count_message(new_message, index=index)
-            if original_tokens - new_tokens == claimed:
+            saved = original_tokens - new_tokens
+            if saved == claimed:
                 break
-            claimed = max(0, original_tokens - new_tokens)
+            if saved in tried:  # no number is true here (999 is one token, 1000 two): cut a little more
+                claimed = max(claimed, saved)
+                head, tail = (head[:-4], tail) if head else (head, tail[4:])
+                continue
+            tried.add(claimed)
+            claimed = max(0, saved)
         return new_message, new_tokens
 
     def variant(self, index: int, level: str) -> Variant | None:
@@ -130,3 +147,23 @@ class Versions:
             return self.saving(index, "heavy") - self.saving(index, "light")
         found = self.variant(index, level)
         return self.original_tokens[index] - found[1] if found else 0
+
+    def graded(self, index: int, *, needed: int, floor: int, action: ActionKind) -> tuple[Mapping[str, Any], int]:
+        """The message keeping its head (two thirds) and tail (one third), ``needed`` tokens fewer, never below
+        ``floor`` characters. A tool result at the floor of compaction is what compaction makes of it, so it
+        does not change once it is no longer one of the newest and is compacted with the older ones."""
+        text = message_text(self.messages[index])
+        per_token = len(text) / max(1, self.original_tokens[index])
+        marker = _SOFT if action == "compacted" else _SHORTEN_MIDDLE
+        keep = max(floor, len(text) - int((needed + 40) * per_token))
+        for _ in range(6):
+            tail = keep // 3
+            new_message, new_tokens = self.marked(index, text[: keep - tail], text[len(text) - tail:] if tail else "",
+                                                  marker)
+            saved = self.original_tokens[index] - new_tokens
+            if saved >= needed or keep == floor:
+                break
+            keep = max(floor, keep - int((needed - saved) * per_token * 1.2) - 16)
+        if keep == floor == self.policy.tool_result_keep_chars and action == "compacted":
+            new_message, new_tokens = self.marked(index, text[:floor], "", _COMPACT)
+        return new_message, new_tokens
