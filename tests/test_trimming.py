@@ -425,3 +425,34 @@ def test_a_refusal_never_claims_more_after_than_before_and_advises_only_what_wou
     assert facts["protected_tokens"]["opening_context"] == 0 and facts["protected_tokens"]["tool_definitions"] == 0
     assert "drop or reduce the opening context" not in message and "send fewer tool definitions" not in message
     assert "Shorten the latest message" in message and "larger context window" in message
+
+
+def test_a_marker_tells_the_truth_where_no_number_of_tokens_is_a_fixed_point():
+    # "999" is one token and "1000" two: claiming either changes the count; the cut moves a little instead
+    request = {"model": "gpt-4o", "messages": [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c", "content": ("hello world " * 3000)[:8231]},
+        {"role": "assistant", "content": "ok"}, {"role": "user", "content": "next"}]}
+    total = COUNTER.count_request(request).total
+    result = trim_request(request, counter=COUNTER, budget=budget_of(total - 1000),
+                          policy=TrimPolicy(keep_recent_tool_results=0, cache_step_ratio=0))
+    [action] = result.report.actions
+    claimed = int(re.search(r"~(\d+) tokens\) removed", result.request["messages"][2]["content"]).group(1))
+    assert claimed == action.tokens_before - action.tokens_after
+
+
+def test_softening_a_tool_result_keeps_its_images():
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/screenshot.png"}}
+    request = {"model": "gpt-4o", "messages": [
+        {"role": "user", "content": "look at the screen"},
+        {"role": "assistant", "content": None,
+         "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "shot", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "log line\n" * 400}, image]},
+        {"role": "assistant", "content": "seen"}, {"role": "user", "content": "and now?"}]}
+    total = COUNTER.count_request(request).total
+    result = trim_request(request, counter=COUNTER, budget=budget_of(total - 50),
+                          policy=TrimPolicy(keep_recent_tool_results=0))
+    content = result.request["messages"][2]["content"]
+    assert image in content and "removed from the middle" in content[0]["text"]
