@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -291,8 +291,7 @@ class TrimState(Versions):
         the softened size), the rest verbatim."""
         if self.fits():
             return
-        needed = self.total - self.target
-        frontier = math.ceil(needed / self.step) * self.step if self.step else needed
+        frontier = self._rounded_up(self.total - self.target)
         saved = 0
         for index in indexes:
             if saved >= frontier:
@@ -314,37 +313,40 @@ class TrimState(Versions):
         if version is not None:
             self.rewrite(index, version[0], version[2], version[1])
 
+    def _groups(self, items: Sequence[tuple[int, Callable[[], int]]]) -> Iterator[tuple[float, int, bool]]:
+        """``items`` (a position and what taking it saves, in position order) taken a cache step at a time:
+        at the end of each group whose savings reach the next multiple of the step (like Anthropic's
+        ``clear_at_least``; every item with exact cuts), the frontier after it, the savings so far and True;
+        then, for a trailing group short of a step, the same with False. The savings of a prefix of the
+        conversation are the same in every later request, so the groups stay where they are as it grows."""
+        saved, bound, frontier = 0, self.step, 0.0
+        for position, saving in items:
+            saved, frontier = saved + saving(), position + 1
+            if saved >= bound:
+                yield frontier, saved, True
+                bound = (saved // self.step + 1) * self.step if self.step else 0
+        if saved < bound:
+            yield frontier, saved, False
+
     def _whole_steps(self, items: Sequence[tuple[int, Callable[[], int]]]) -> float:
         """The frontier after the last group of ``items`` whose savings reach a whole cache step."""
-        saved, frontier, bound = 0, 0.0, self.step
-        for position, saving in items:
-            saved += saving()
-            if saved >= bound:
-                frontier, bound = position + 1, (saved // self.step + 1) * self.step if self.step else 0
-        return frontier
+        return max((frontier for frontier, _, whole in self._groups(items) if whole), default=0.0)
 
-    def _first_fit(self, items: Sequence[tuple[int, Callable[[], int]]], total: int, *, floor: float = 0.0
-                   ) -> tuple[float | None, int]:
-        """The first frontier at which ``total``, less the savings of every item before it, fits the target,
-        and that total; (None, the total with every item taken) when none does. ``items`` (a position and
-        what taking it saves) are in position order and taken a cache step at a time: a group of items whose
-        savings reach the next multiple of the step (like Anthropic's ``clear_at_least``), so once a
-        frontier moves it leaves room for the next turns. The savings of a prefix of the conversation are the
-        same in every later request, so the groups and the frontiers stay where they are as it grows.
-        ``floor``: the frontier when nothing needs taking."""
+    def _first_fit(self, items: Sequence[tuple[int, Callable[[], int]]], total: int) -> tuple[float | None, int]:
+        """The first frontier (a group's end, ``_groups``) at which ``total``, less the savings of every item
+        before it, fits the target, and that total; (None, the total with every item taken) when none does.
+        Once a frontier moves it leaves room for the next turns."""
         if total <= self.target:
-            return floor, total
-        saved = index = 0
-        while index < len(items):
-            bound = (saved // self.step + 1) * self.step if self.step else 0
-            while index < len(items):
-                saving = items[index][1]()
-                saved, total, index = saved + saving, total - saving, index + 1
-                if saved >= bound:
-                    break
-            if total <= self.target:
-                return items[index - 1][0] + 1, total
-        return None, total
+            return 0.0, total
+        saved = 0
+        for frontier, saved, _ in self._groups(items):
+            if total - saved <= self.target:
+                return frontier, total - saved
+        return None, total - saved
+
+    def _rounded_up(self, tokens: int) -> int:
+        """``tokens`` rounded up to a whole cache step (as they are with exact cuts)."""
+        return math.ceil(tokens / self.step) * self.step if self.step else tokens
 
     def _drop_items(self, units: list[Unit], candidates: Collection[int], level: str = "heavy"
                     ) -> list[tuple[int, Callable[[], int]]]:
@@ -409,8 +411,7 @@ class TrimState(Versions):
         if len(message_text(self.messages[index])) <= floor or self.total <= self.target:
             return
         if needed is None:
-            excess = self.total - self.target
-            needed = math.ceil(excess / self.step) * self.step if self.step else excess
+            needed = self._rounded_up(self.total - self.target)
         new_message, new_tokens = self.graded(index, needed=needed, floor=floor, action=action)
         self.rewrite(index, new_message, action, new_tokens)
 
