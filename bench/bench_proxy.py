@@ -20,11 +20,13 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import json
 import random
 import statistics
 import sys
 import time
+import zlib
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
@@ -35,6 +37,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.e2e.harness import decision_records, rss_kib, start_fake_provider, start_proxy
+
+from budget_hook.counting.profiles import MAX_MODEL_NAME_CHARS
 
 WINDOW = 16_000
 
@@ -111,7 +115,10 @@ async def drive(url: str, bodies, concurrency: int) -> tuple[list[float], list[i
                 except asyncio.QueueEmpty:
                     return
                 start = time.perf_counter()
-                response = await client.post(url, json=body, headers={"authorization": "Bearer sk-bench"})
+                # json.dumps, not httpx's encoder: hostile bodies carry NaN and Infinity, as a client may send them
+                response = await client.post(url, content=json.dumps(body).encode(),
+                                             headers={"authorization": "Bearer sk-bench",
+                                                      "content-type": "application/json"})
                 latencies.append(time.perf_counter() - start)
                 statuses.append(response.status_code)
         start = time.perf_counter()
@@ -188,9 +195,48 @@ def nested_schema(depth: int) -> dict:
     return schema
 
 
+def pdf_bomb(inflated: int = 4 << 20) -> str:
+    """A 10 KB PDF whose one FlateDecode stream inflates to ``inflated`` bytes of ``/Count 1``."""
+    stream = zlib.compress(b"/Count 1 " * (inflated // 9), 9)
+    raw = b"%PDF-1.7\n1 0 obj <</Filter/FlateDecode>> stream\n" + stream + b"\nendstream endobj\n%%EOF"
+    return "data:application/pdf;base64," + base64.b64encode(raw).decode()
+
+
+PDF_BOMB = pdf_bomb()
+PLANTED = "x\nThis model's maximum context length is 10 tokens"
+
+
+def round_three(rng: random.Random, index: int) -> dict:
+    """The round-three classes (issue 20): learning poisoning by echoed errors, client-forced CPU,
+    references the gateway cannot see, non-finite allowances, alias and role tricks."""
+    user = {"role": "user", "content": f"hi {index}"}
+    choice = rng.randrange(7)
+    if choice == 0:  # an unknown key the provider quotes back: must teach no window
+        return {"model": "bench", "messages": [user], PLANTED: 1}
+    if choice == 1:  # a role quoting an overflow sentence
+        return {"model": "bench", "messages": [user, {"role": PLANTED, "content": "x"}]}
+    if choice == 2:  # a PDF that inflates 400x
+        return {"model": "bench", "messages": [{"role": "user", "content": [
+            {"type": "text", "text": "read this"}, {"type": "file", "file": {"file_data": PDF_BOMB}}]}]}
+    if choice == 3:  # a 48 KB model name (snapshot-suffix matching was quadratic)
+        return {"model": "-v1" * 16000 + "x/gpt-4.1", "messages": [user]}
+    if choice == 4:  # content the gateway cannot see
+        return {"model": "bench", "messages": [user], "cached_content": "cachedContents/abc"}
+    if choice == 5:  # non-finite and string allowances
+        return {"model": "bench", "messages": [user], "max_tokens": rng.choice([float("inf"), float("-inf"), "3000"])}
+    return {"model": "bench", "messages": [user], "max_tokens": float("nan")}
+
+
+def unnamed(bodies: list[dict]) -> int:
+    """Requests whose model name no model can have (refused before a decision, so without a record)."""
+    return sum(len(str(body.get("model"))) > MAX_MODEL_NAME_CHARS for body in bodies)
+
+
 def hostile(rng: random.Random, sessions: AgentSessions, index: int) -> dict:
     user = {"role": "user", "content": f"hi {index}"}
-    choice = rng.randrange(5)
+    choice = rng.randrange(6)
+    if choice == 5:
+        return round_three(rng, index)
     if choice == 0:  # content LiteLLM would merge in after the hook
         return {"model": "bench", "messages": [user],
                 "extra_body": {"messages": [{"role": "user", "content": text(rng, 20_000)}]}}
@@ -243,7 +289,8 @@ def load_bodies(count: int, rng: random.Random) -> list[tuple[str, dict]]:
 
 
 def load_test(workdir: Path, count: int, concurrency: int, settings: dict) -> None:
-    upstream = start_fake_provider(workdir, {"gpt-4o-16k": WINDOW}, record=False)
+    # --echo: the upstream quotes unknown keys and bad roles back in its 400s, as OpenAI does
+    upstream = start_fake_provider(workdir, {"gpt-4o-16k": WINDOW}, record=False, flags=["--echo"])
     proxy = start(workdir / "load", config(upstream.port, plugin=True, settings=settings))
     try:
         rng = random.Random(11)
@@ -258,7 +305,9 @@ def load_test(workdir: Path, count: int, concurrency: int, settings: dict) -> No
         time.sleep(2)  # logging callbacks run after the responses
         after = rss_kib(proxy.pid)
         stats = httpx.get(f"http://127.0.0.1:{upstream.port}/stats").json()
-        records = decision_records(proxy)[len(warm_up):]  # the warm-up's records were written first
+        # the warm-up's records were written first; a request whose model name is longer than any model's is
+        # refused before any decision (a 400 that LiteLLM logs): it has no record
+        records = decision_records(proxy)[len(warm_up) - unnamed(warm_up):]
         by_status: dict[int, int] = {}
         for status in statuses:
             by_status[status] = by_status.get(status, 0) + 1
@@ -284,8 +333,16 @@ def load_test(workdir: Path, count: int, concurrency: int, settings: dict) -> No
             problems.append("5xx answers")
         if stats["rejected_window"] or stats["rejected_structure"]:
             problems.append("over-window or invalid requests reached the upstream")
-        if len(records) != count:
-            problems.append(f"{count - len(records)} requests without a decision record")
+        expected = count - unnamed([body for _, body in mixed])
+        if len(records) != expected:
+            problems.append(f"{expected - len(records)} requests without a decision record")
+        # after all that traffic, nothing was learned from it: a 10,000-token request still fits the 16k window
+        last = httpx.post(f"{proxy.base_url}/v1/chat/completions", timeout=60, json={
+            "model": "bench", "max_tokens": 100, "messages": [{"role": "user", "content": text(rng, 10_000)}]})
+        print(f"   a 10,000-token request after the run: {last.status_code}, "
+              f"{last.headers.get('x-budget-decision')}, window {last.headers.get('x-budget-window')}")
+        if last.status_code != 200 or last.headers.get("x-budget-decision") != "pass":
+            problems.append("the hostile traffic changed what later clients get (learning poisoned?)")
     finally:
         proxy.stop()
         upstream.stop()

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from budget_hook.budget import BudgetPolicy, compute_budget, requested_output_tokens
-from budget_hook.errors import OutputReserveTooLargeError, PolicyError
+from budget_hook.errors import MalformedRequestError, OutputReserveTooLargeError, PolicyError
 
 
 def test_policy_default_reserve_is_15_percent_within_bounds():
@@ -29,9 +29,11 @@ def test_request_max_tokens_is_the_reserve():
 def test_requested_output_tokens_takes_the_largest_value_sent():
     assert requested_output_tokens({"max_tokens": 10, "max_completion_tokens": 20}) == 20
     assert requested_output_tokens({"max_tokens": 100_000, "max_completion_tokens": 1}) == 100_000
-    assert requested_output_tokens({"max_tokens": "lots"}) is None
-    assert requested_output_tokens({"max_tokens": True}) is None
-    assert requested_output_tokens({}) is None
+    assert requested_output_tokens({"max_tokens": "3000"}) == 3000  # read as servers that accept strings read it
+    for bad in ("lots", True, -1, float("inf"), 10**30):  # never replaced by a default: a 400 naming the field
+        with pytest.raises(MalformedRequestError, match="^max_tokens: "):
+            requested_output_tokens({"max_tokens": bad})
+    assert requested_output_tokens({}) is None and requested_output_tokens({"max_tokens": None}) is None
 
 
 def test_check_carries_every_term():

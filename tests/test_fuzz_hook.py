@@ -151,9 +151,10 @@ CORPUS = {
         {"role": "tool", "tool_call_id": "a", "content": "r"}), "rejected"),
     "schema nested 60 deep is fine": (None, chat(USER, tools=[{"type": "function", "function": {
         "name": "f", "parameters": {"type": "object", "properties": {"x": schema_nested(30)}}}}]), "forwarded"),
-    "max_tokens negative": (None, chat(USER, max_tokens=-5), "forwarded"),
+    "max_tokens negative": (None, chat(USER, max_tokens=-5), "rejected"),
     "max_tokens huge": (None, chat(USER, max_tokens=10**15), "rejected"),
-    "max_tokens a string": (None, chat(USER, max_tokens="lots"), "forwarded"),
+    "max_tokens a string": (None, chat(USER, max_tokens="lots"), "rejected"),
+    "max_tokens a numeric string": (None, chat(USER, max_tokens="3000"), "forwarded"),
     "model not a string": (None, {"model": 5, "messages": [USER]}, "forwarded"),
     "metadata not a dict": (None, chat(USER, metadata="x"), "forwarded"),
     "client cap not an object": (None, chat(USER, metadata={"budget_hook": 5}), "rejected"),
@@ -233,8 +234,10 @@ def test_an_output_allowance_in_extra_body_or_as_a_float_is_reserved():
     assert requested_output_tokens({"max_tokens": 3000.0}) == 3000
     assert requested_output_tokens({"max_tokens": 2999.5}) == 3000
     assert requested_output_tokens({"max_tokens": 100, "extra_body": {"max_tokens": 3500}}) == 3500
-    assert requested_output_tokens({"max_tokens": float("inf")}) is None
-    assert requested_output_tokens({"max_tokens": True}) is None
+    assert requested_output_tokens({"max_tokens": "3000"}) == 3000
+    for bad in (float("inf"), float("nan"), True, -1, 10**30, "lots"):  # a 400 naming the field, never a default
+        outcome, error = run(chat(USER, max_tokens=bad))
+        assert outcome == "rejected" and error.param == "max_tokens" and error.error_code == "invalid_request"
     outcome, error = run(chat(USER, max_tokens=3990.0))
     assert outcome == "rejected" and error.param == "max_tokens"
     outcome, error = run(chat(USER, extra_body={"max_tokens": 3990}))

@@ -78,7 +78,8 @@ def test_a_flood_of_over_counted_requests_cannot_lower_counts_by_default():
 @given(st.lists(st.tuples(st.integers(1, 10**6), st.integers(100, 10**6)), min_size=1, max_size=60),
        st.floats(0.5, 1.0), st.floats(1.0, 3.0), st.floats(0.5, 1.0))
 def test_the_factor_stays_in_its_bounds_and_never_below_the_quantile_it_names(pairs, low, high, q):
-    book = CorrectionBook(LearningSettings(min_samples=1, min_factor=low, max_factor=high, quantile=q, window=50))
+    book = CorrectionBook(LearningSettings(min_samples=1, min_factor=low, max_factor=high, quantile=q, window=50,
+                                           max_sample_ratio=1e9))  # every ratio kept: the clamp is under test
     for estimate, billed in pairs:
         book.add("dep", estimate, billed)
     factor = book.factor("dep")
@@ -454,8 +455,10 @@ def test_the_gateway_s_own_block_never_teaches_a_window():
     learning = SharedLearning(LearningSettings(min_samples=1), redis=lambda: None)
     rebuilt = ValueError("prompt is too long: 9008 tokens > 1600 maximum. budget_hook blocked this request")
     kwargs = {"exception": rebuilt, "litellm_params": {"model_info": {"id": "dep"}}}
-    blocked = SimpleNamespace(action="blocked", learnable=True, estimate_forwarded=9008, attempts=())
+    blocked = SimpleNamespace(action="blocked", learnable=True, estimate_forwarded=9008, attempts=(), teacher=None,
+                              quotes_overflow=False)
     assert asyncio.run(learn_from_error(learning, kwargs, blocked)) is None
     assert learning.windows.window(["dep"]) is None
-    passed = SimpleNamespace(action="pass", learnable=True, estimate_forwarded=9008, attempts=())
+    passed = SimpleNamespace(action="pass", learnable=True, estimate_forwarded=9008, attempts=(), teacher=None,
+                             quotes_overflow=False)
     assert asyncio.run(learn_from_error(learning, kwargs, passed))["window"] == 1600

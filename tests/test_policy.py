@@ -205,3 +205,24 @@ def test_aliases_match_overrides_only_when_the_operator_opts_in():
     assert decide(request, load_settings(only_aliases)).resolved.sources == ("config",)
     assert decide(request, load_settings({**only_aliases, "match_team_alias": True})).resolved.sources == (
         "config", "teams[strict]")
+
+
+def test_an_alias_gets_the_policy_of_the_group_its_deployments_belong_to():
+    """LiteLLM's router lists an alias's deployments under the alias's name: the group they belong to is
+    found by deployment id, and its policy applies before any policy of the name asked for."""
+    from litellm import Router
+
+    from budget_hook.pipeline.decider import caller_policy
+    from budget_hook.pipeline.request import Caller
+    from budget_hook.proxy.windows import limits_from_router
+
+    router = Router(model_list=[{"model_name": "bars-small", "model_info": {"id": "d1", "max_input_tokens": 16000},
+                                 "litellm_params": {"model": "openai/gpt-4o", "api_key": "x"}}],
+                    model_group_alias={"bars": "bars-small", "hidden": {"model": "bars-small", "hidden": True}})
+    settings = load_settings({"models": {"bars-small": {"max_input_tokens": 3000},
+                                         "bars": {"max_input_tokens": 90000}, "*": {"max_input_tokens": 50000}}})
+    for name in ("bars", "hidden", "bars-small"):
+        limits = limits_from_router(router, name)
+        assert limits.window == 16000 and ("bars-small" in limits.routed_groups or name == "bars-small")
+        policy = caller_policy(name, limits, Caller(), settings)
+        assert policy.policy.budget.max_input_tokens == 3000, (name, policy.sources)

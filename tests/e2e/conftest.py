@@ -20,6 +20,8 @@ emb         text-embedding-3-small-1k         1000 per input (/embeddings)
 claude      anthropic/claude-sonnet-4-5-4k    4000 (/v1/messages to the fake's Anthropic API)
 codex       gpt-4o-20k                         20000 from config ``model_info`` (Codex CLI: replays, and the real CLI)
 claude-sonnet-4-5  anthropic/claude-sonnet-4-5-100k  100000 (the real Claude Code CLI, which sends max_tokens 32000)
+vllm-small  hosted_vllm/gpt-4o-4k               4000 (the ``/vllm/...`` pass-through with a router model)
+azure-small azure/gpt-4o-4k                     4000 (the ``/azure/openai/deployments/azure-small/...`` pass-through)
 =========== ============================== ===========================================================
 """
 
@@ -35,7 +37,9 @@ from .harness import HERE, start_fake_provider, start_proxy
 
 UPSTREAM_MODELS = {"mistral-small-4k": 4000, "gpt-4o-16k-down": 16000, "gpt-4o-4k": 4000, "gpt-4o-6k": 6000, "gpt-4o-8k": 8000, "gpt-4o-16k": 16000,
                    "claude-sonnet-4-5-4k": 4000, "text-embedding-3-small-1k": 1000, "gpt-4o-20k": 20000,
-                   "claude-sonnet-4-5-100k": 100000}
+                   "claude-sonnet-4-5-100k": 100000,
+                   # the Gemini pass-through (/gemini/...) reaches it by name; LiteLLM's model map gives 32,767
+                   "learnlm-1.5-pro-experimental": 32767}
 
 BUDGET_HOOK_SETTINGS = {
     "mode": "enforce",
@@ -77,6 +81,12 @@ def proxy_config(upstream_port: int, settings: dict) -> dict:
             deployment("wild/*", "*", None),
             deployment("emb", "text-embedding-3-small-1k", 1000),
             deployment("codex", "gpt-4o-20k", 20000),
+            # router models of the pass-through routes that call the router directly (tests/e2e/test_routes_e2e.py)
+            {**deployment("vllm-small", "gpt-4o-4k", 4000),
+             "litellm_params": {"model": "hosted_vllm/gpt-4o-4k", "api_base": api_base, "api_key": "fake-key"}},
+            {**deployment("azure-small", "gpt-4o-4k", 4000),
+             "litellm_params": {"model": "azure/gpt-4o-4k", "api_base": api_base.removesuffix("/v1"),
+                                "api_key": "fake-key", "api_version": "2024-10-21"}},
             {"model_name": "claude", "litellm_params": {"model": "anthropic/claude-sonnet-4-5-4k",
                                                         "api_base": f"http://127.0.0.1:{upstream_port}",
                                                         "api_key": "fake-key"},
@@ -123,7 +133,10 @@ def proxy(workdir, upstream):
     config = write_config(folder, proxy_config(upstream.port, BUDGET_HOOK_SETTINGS))
     standard_log, spend_log = folder / "standard_logging.jsonl", folder / "spend_logs.jsonl"
     process = start_proxy(config, log_dir=folder, env={"E2E_STANDARD_LOG": str(standard_log),
-                                                       "E2E_SPEND_LOG": str(spend_log)})
+                                                       "E2E_SPEND_LOG": str(spend_log),
+                                                       # the /gemini/... pass-through goes to the fake provider
+                                                       "GEMINI_API_BASE": f"http://127.0.0.1:{upstream.port}",
+                                                       "GEMINI_API_KEY": "fake-key"})
     process.extra.update(standard_log=standard_log, spend_log=spend_log, config=config)
     yield process
     process.stop()

@@ -30,6 +30,17 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a rea
   counts: window checks, the usage it reports, the counting endpoints (a provider whose tokenizer runs
   heavier, or lighter, than the gateway's estimate).
 
+* ``--echo`` makes it quote client input back in its 400s, as OpenAI and Anthropic do: an unknown
+  top-level key (chat: ``Unrecognized request argument supplied: <key>``; Responses: ``Unknown parameter:
+  '<key>'.``; Anthropic: ``<key>: Extra inputs are not permitted``), a bad ``thinking.type``
+  (``thinking.type: Input tag '<value>' found using 'type' does not match ...``) and a bad chat role
+  (``Invalid value: '<role>'. Supported values are: ...``).
+
+* serves Gemini's ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent`` (SSE with
+  ``alt=sse``, else a JSON array), with Gemini's ``The input token count (N) exceeds the maximum number of
+  tokens allowed (M).`` 400; ``/v1/responses/compact`` like ``/v1/responses`` (unstreamed); an Azure
+  ``/openai/deployments/{model}/chat/completions`` whose body names no model.
+
 Every request body it receives is appended to the ``--record`` JSONL file before any check.
 """
 
@@ -56,6 +67,50 @@ INSTANT = False  # --instant: answer at once, no counting or checks (overhead be
 BILL_FACTOR = 1.0  # --bill-factor: this provider's count is the independent count times this
 COUNT_DELAY = 0.0  # --count-delay: seconds the counting endpoints wait before answering
 COUNT_FAIL = False  # --count-fail: the counting endpoints answer 500
+ECHO = False  # --echo: quote unknown keys and bad values back in 400s, as the real APIs do
+_CHAT_KEYS = {"model", "messages", "max_tokens", "max_completion_tokens", "stream", "stream_options", "temperature",
+              "top_p", "n", "stop", "tools", "tool_choice", "parallel_tool_calls", "user", "response_format", "seed",
+              "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "reasoning_effort",
+              "metadata", "store", "modalities", "audio", "prediction", "service_tier", "functions", "function_call",
+              "web_search_options", "verbosity", "prompt_cache_key", "safety_identifier"}
+_ANTHROPIC_KEYS = {"model", "messages", "system", "max_tokens", "stream", "temperature", "top_p", "top_k",
+                   "stop_sequences", "tools", "tool_choice", "metadata", "thinking", "service_tier", "container",
+                   "mcp_servers", "context_management"}
+_RESPONSES_KEYS = {"model", "input", "instructions", "max_output_tokens", "stream", "tools", "tool_choice",
+                   "temperature", "top_p", "previous_response_id", "store", "metadata", "reasoning", "text",
+                   "truncation", "user", "include", "parallel_tool_calls", "service_tier", "background", "prompt",
+                   "prompt_cache_key", "safety_identifier", "conversation", "stream_options", "max_tool_calls",
+                   "top_logprobs"}
+
+
+def echoed_problem(path: str, body: dict) -> str | None:
+    """The 400 message a real API gives that quotes the client's own input back (``--echo``)."""
+    if path.endswith("/chat/completions"):
+        unknown = [k for k in body if k not in _CHAT_KEYS]
+        if unknown:
+            return f"Unrecognized request argument supplied: {unknown[0]}"
+        for index, message in enumerate(body.get("messages") or []):
+            role = message.get("role") if isinstance(message, dict) else None
+            if role not in ("system", "developer", "user", "assistant", "tool", "function"):
+                return (f"Invalid value: '{role}'. Supported values are: 'system', 'assistant', 'user', 'function', "
+                        f"'tool', and 'developer'.")
+    elif path.endswith("/messages"):
+        unknown = [k for k in body if k not in _ANTHROPIC_KEYS]
+        if unknown:
+            return f"{unknown[0]}: Extra inputs are not permitted"
+        thinking = body.get("thinking")
+        if isinstance(thinking, dict) and thinking.get("type") not in ("enabled", "disabled"):
+            return (f"thinking.type: Input tag '{thinking.get('type')}' found using 'type' does not match any of "
+                    f"the expected tags: 'disabled', 'enabled'")
+    elif path.endswith("/embeddings"):
+        unknown = [k for k in body if k not in ("model", "input", "encoding_format", "dimensions", "user")]
+        if unknown:
+            return f"Unrecognized request argument supplied: {unknown[0]}"
+    elif path.endswith("/responses"):
+        unknown = [k for k in body if k not in _RESPONSES_KEYS]
+        if unknown:
+            return f"Unknown parameter: '{unknown[0]}'."
+    return None
 STATS: dict[str, int] = {"requests": 0, "accepted": 0, "rejected_window": 0, "rejected_structure": 0,
                          "count_calls": 0}
 
@@ -147,9 +202,14 @@ class Handler(BaseHTTPRequestHandler):
         if RECORD_PATH:
             with RECORD_LOCK, open(RECORD_PATH, "a", encoding="utf-8") as record:
                 record.write(json.dumps({"path": self.path, "body": body, "time": time.time()}) + "\n")
-        path = self.path.rstrip("/")
+        path = self.path.split("?", 1)[0].rstrip("/")  # routed by path; Gemini and Azure send a query
         if path.endswith(("/messages/count_tokens", "/responses/input_tokens", ":countTokens")):
             return self._count_tokens(path, body)
+        problem = echoed_problem(path, body) if ECHO else None
+        if problem and path.endswith("/messages"):
+            return self._send(400, {"type": "error", "error": {"type": "invalid_request_error", "message": problem}})
+        if problem:
+            return self._error(400, problem, None)
         if INSTANT:
             _stat("accepted")
             usage = {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3}
@@ -162,9 +222,13 @@ class Handler(BaseHTTPRequestHandler):
             return self._embeddings(body)
         if path.endswith("/responses"):
             return self._responses(body)
+        if path.endswith("/responses/compact"):  # a compaction pass: checked like a turn, answered unstreamed
+            return self._responses({**body, "stream": False})
+        if path.endswith((":generateContent", ":streamGenerateContent")):
+            return self._gemini(path, body)
         if not path.endswith("/chat/completions"):
             return self._error(404, f"fake provider serves chat completions only, not {self.path}", None)
-        model = body.get("model")
+        model = body.get("model") or path.partition("/deployments/")[2].split("/")[0]  # Azure: in the path
         if model not in MODELS:
             return self._error(404, f"The model `{model}` does not exist.", "model_not_found")
         messages = body.get("messages") or []
@@ -177,9 +241,11 @@ class Handler(BaseHTTPRequestHandler):
         completion_reserve = body.get("max_completion_tokens") or body.get("max_tokens") or 0
         if prompt + completion_reserve > window:
             _stat("rejected_window")
+            # a model named ``...-says-2k`` misreports its window in the error (an upstream that lies)
+            stated = int(model.split("-says-")[1].rstrip("k")) * 1000 if "-says-" in model else window
             return self._error(
                 400,
-                f"This model's maximum context length is {window} tokens. However, you requested "
+                f"This model's maximum context length is {stated} tokens. However, you requested "
                 f"{prompt + completion_reserve} tokens ({prompt} in the messages, {completion_reserve} in the "
                 f"completion). Please reduce the length of the messages or completion.",
                 "context_length_exceeded",
@@ -423,14 +489,43 @@ def _stream_response(self, response: dict, message: dict, text: str) -> None:
     self.close_connection = True
 
 
+def _gemini(self, path: str, body: dict) -> None:
+    """Gemini's generateContent: the model from the path, its input checked against the window."""
+    model = path.rsplit("/", 1)[-1].split(":")[0]
+    if model not in MODELS:
+        return self._send(404, {"error": {"code": 404, "message": f"models/{model} is not found", "status": "NOT_FOUND"}})
+    prompt, window = gemini_prompt(body), MODELS[model]
+    reserve = int((body.get("generationConfig") or {}).get("maxOutputTokens") or 0)
+    if prompt + reserve > window:
+        _stat("rejected_window")
+        return self._send(400, {"error": {"code": 400, "status": "INVALID_ARGUMENT", "message": (
+            f"The input token count ({prompt}) exceeds the maximum number of tokens allowed ({window}).")}})
+    _stat("accepted")
+    answer = {"candidates": [{"content": {"role": "model", "parts": [{"text": f"ok: {prompt} input tokens"}]},
+                              "finishReason": "STOP", "index": 0}], "modelVersion": model,
+              "usageMetadata": {"promptTokenCount": prompt, "candidatesTokenCount": 8, "totalTokenCount": prompt + 8}}
+    if not path.endswith(":streamGenerateContent"):
+        return self._send(200, answer)
+    sse = "alt=sse" in self.path
+    self.send_response(200)
+    self.send_header("content-type", "text/event-stream" if sse else "application/json")
+    self.send_header("connection", "close")
+    self.end_headers()
+    self.wfile.write((f"data: {json.dumps(answer)}\n\n" if sse else json.dumps([answer])).encode())
+    self.wfile.flush()
+    self.close_connection = True
+    return None
+
+
 Handler._anthropic = _anthropic
 Handler._count_tokens = _count_tokens
 Handler._embeddings = _embeddings
 Handler._responses = _responses
+Handler._gemini = _gemini
 
 
 def main() -> None:
-    global ENCODING, MODELS, RECORD_PATH, INSTANT, BILL_FACTOR, COUNT_DELAY, COUNT_FAIL
+    global ENCODING, MODELS, RECORD_PATH, INSTANT, BILL_FACTOR, COUNT_DELAY, COUNT_FAIL, ECHO
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", required=True, help='JSON object {"model id": context window}')
     parser.add_argument("--record", default="", help="append every request body to this JSONL file")
@@ -439,7 +534,9 @@ def main() -> None:
     parser.add_argument("--bill-factor", type=float, default=1.0, help="its count is the independent count x this")
     parser.add_argument("--count-delay", type=float, default=0.0, help="seconds the counting endpoints wait")
     parser.add_argument("--count-fail", action="store_true", help="the counting endpoints answer 500")
+    parser.add_argument("--echo", action="store_true", help="quote unknown keys and bad values back in 400s")
     args = parser.parse_args()
+    ECHO = args.echo
     BILL_FACTOR, COUNT_DELAY, COUNT_FAIL = args.bill_factor, args.count_delay, args.count_fail
     MODELS = json.loads(args.models)
     RECORD_PATH = args.record

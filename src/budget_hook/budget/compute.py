@@ -12,11 +12,13 @@ window, and OpenAI reserves the completion inside the context window too.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
+from decimal import Decimal
 from typing import Any
 
-from ..errors import OutputReserveTooLargeError, PolicyError
+from ..errors import MalformedRequestError, OutputReserveTooLargeError, PolicyError
 from ..knobs import check_bounds, knob
 
 
@@ -89,12 +91,14 @@ def requested_output_tokens(request: Mapping[str, Any], fields: tuple[str, ...] 
     The largest, because which one reaches the provider depends on the provider mapping (LiteLLM maps
     both to Anthropic's single ``max_tokens``), and reserving less than what is sent would let input +
     output overflow the window. A number is read as the provider reads it (``3000.0`` is 3,000; a fraction
-    rounds up). Returns None when absent; a value that is not a non-negative number is left for the
-    provider to reject (we do not guess), and is reported as None here.
+    rounds up), and so is a numeric string (``"3000"``: servers such as vLLM accept it). Returns None when
+    absent (or null); raises ``MalformedRequestError`` naming the field for anything else (a boolean, a
+    negative, non-finite or non-numeric value, more than ``MAX_OUTPUT_TOKENS``): never a default instead.
     """
     extra = request.get("extra_body")
-    sources = (request, extra) if isinstance(extra, Mapping) else (request,)
-    values = [tokens for source in sources for key in fields if (tokens := _tokens(_field(source, key))) is not None]
+    sources = (("", request), ("extra_body.", extra)) if isinstance(extra, Mapping) else (("", request),)
+    values = [tokens for prefix, source in sources for key in fields
+              if (tokens := output_tokens(_field(source, key), prefix + key)) is not None]
     return max(values) if values else None
 
 
@@ -130,12 +134,49 @@ def _field(source: Mapping[str, Any], path: str) -> Any:
     return value
 
 
+#: the largest output allowance read as a number (no provider takes more: their limits are 32-bit)
+MAX_OUTPUT_TOKENS = 2**31 - 1
+#: a numeric string as servers that accept one read it (``"3000"``, ``" 3000.0 "``, ``"3e3"``)
+_NUMERIC = re.compile(r"\s*\+?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,3})?\s*")
+
+
+def output_tokens(value: Any, path: str) -> int | None:
+    """An output allowance as a whole number of tokens (None when absent or null), or
+    ``MalformedRequestError`` naming ``path``. The message describes the value without quoting it."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if len(value) > 40 or not _NUMERIC.fullmatch(value):
+            raise _bad_output(path, "a string that is not a number")
+        number: Decimal | float = Decimal(value.strip())
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _bad_output(path, "a boolean" if isinstance(value, bool) else f"a JSON {_json_type(value)}")
+    else:
+        number = value
+    if isinstance(number, float) and not math.isfinite(number):
+        raise _bad_output(path, "a number that is not finite (Infinity or NaN)")
+    if number < 0:
+        raise _bad_output(path, "a negative number")
+    if number > MAX_OUTPUT_TOKENS:
+        raise _bad_output(path, f"a number over {MAX_OUTPUT_TOKENS}")
+    return math.ceil(number)
+
+
+def _json_type(value: Any) -> str:
+    return "object" if isinstance(value, Mapping) else "array" if isinstance(value, list) else "value of another type"
+
+
+def _bad_output(path: str, got: str) -> MalformedRequestError:
+    return MalformedRequestError(path, f"expected a whole number of output tokens from 0 to {MAX_OUTPUT_TOKENS} "
+                                 f"(a number or a numeric string), got {got}")
+
+
 def _tokens(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """An output allowance already validated by ``requested_output_tokens`` (None for anything else)."""
+    try:
+        return output_tokens(value, "")
+    except MalformedRequestError:
         return None
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return math.ceil(value) if value >= 0 else None
 
 
 def safety_margin(window: int, policy: BudgetPolicy) -> int:

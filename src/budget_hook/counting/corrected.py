@@ -5,7 +5,7 @@ Contract: ``corrected(counter, factor, label)`` returns ``counter`` itself when 
 ``TokenCounter`` that counts like ``counter`` and multiplies every message, the tools and the overheads
 by ``factor`` (rounding each up), so a trimmer working on it sees corrected numbers throughout. Its
 ``method`` and every ``RequestCount.method`` say the factor (``o200k_base x1.20, learned x1.080
-...``).
+...``). ``with_overhead(counter, tokens)`` counts like ``counter`` plus ``tokens`` of request overhead.
 """
 
 from __future__ import annotations
@@ -46,3 +46,28 @@ def corrected(counter: TokenCounter, factor: float, label: str) -> TokenCounter:
     if factor == 1.0 or not math.isfinite(factor) or factor <= 0:
         return counter
     return CorrectedCounter(counter, factor, label)
+
+
+class _WithOverhead(TokenCounter):
+    def __init__(self, base: TokenCounter, tokens: int) -> None:
+        self.__dict__.update(base.__dict__)
+        self.base = base
+        self.tokens = tokens
+
+    @property
+    def method(self) -> str:
+        return self.base.method
+
+    def count_message(self, message: Mapping[str, Any], *, index: int = 0, pad_system: bool = False) -> int:
+        return self.base.count_message(message, index=index, pad_system=pad_system)
+
+    def count_request(self, request: Mapping[str, Any]) -> RequestCount:
+        count = self.base.count_request(request)
+        return replace(count, overhead_tokens=count.overhead_tokens + self.tokens)
+
+
+def with_overhead(counter: TokenCounter, tokens: int) -> TokenCounter:
+    """A counter that counts like ``counter`` and adds ``tokens`` to every request's overhead: content the
+    request pulls in by reference outside what is counted (a cached context, a stored prompt), at its flat
+    estimate. Overhead is never trimmed, so the estimate stays in every count of the request."""
+    return _WithOverhead(counter, tokens) if tokens > 0 else counter

@@ -311,6 +311,9 @@ class TokenCounter:
             return 0, self.image_tokens(part["image_url"], where=f"{where}.image_url")
         if kind == "input_audio" and isinstance(part.get("input_audio"), Mapping):
             return 0, audio_tokens(part["input_audio"].get("data"))
+        if kind == "video_url":  # by URL: the flat estimate of content not in the request; inline: its size
+            url = part["video_url"].get("url") if isinstance(part.get("video_url"), Mapping) else part.get("video_url")
+            return 0, file_tokens({"file_data": url} if isinstance(url, str) and url.startswith("data:") else {})
         if kind == "file" and isinstance(part.get("file"), Mapping):
             text = file_text(part["file"])  # a text file is counted as the text it is
             if text is not None:
@@ -336,7 +339,7 @@ class TokenCounter:
         elif isinstance(image, Mapping):
             url, detail = image.get("url"), image.get("detail") or "auto"
             if detail not in _IMAGE_DETAILS:
-                raise MalformedRequestError(f"{where}.detail", f"invalid detail value {detail!r} (auto, low, high)")
+                raise MalformedRequestError(f"{where}.detail", "an invalid detail value (expected auto, low or high)")
         else:
             raise MalformedRequestError(where, f"expected a URL string or an object, got {type(image).__name__}")
         if not isinstance(url, str):
@@ -482,9 +485,8 @@ def validate_message(message: Any, index: int) -> None:
     if not isinstance(role, str):
         raise MalformedRequestError(f"{where}.role", "missing or not a string")
     if role not in CHAT_ROLES:
-        raise MalformedRequestError(
-            f"{where}.role", f"unknown role {role!r} (expected one of {', '.join(sorted(CHAT_ROLES))})"
-        )
+        # never quoted: a role is client text (a 400's message reaches LiteLLM's error log and the record)
+        raise MalformedRequestError(f"{where}.role", f"an unknown role (expected {', '.join(sorted(CHAT_ROLES))})")
     content = message.get("content")
     if content is not None and not isinstance(content, (str, list)):
         raise MalformedRequestError(

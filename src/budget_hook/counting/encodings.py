@@ -1,7 +1,8 @@
 """Offline access to the tiktoken encodings budget_hook counts with.
 
 Contract: ``get_encoding(name)`` returns a ready ``tiktoken.Encoding`` without touching the network, or
-raises ``TokenizerUnavailableError`` saying why. tiktoken normally downloads its BPE files on first use;
+raises ``TokenizerUnavailableError`` saying why. Its ``encode_ordinary`` never fails on any text
+(``safe_encode``). tiktoken normally downloads its BPE files on first use;
 the litellm wheel ships ``cl100k_base``, ``o200k_base`` and ``p50k_base`` under
 ``litellm/litellm_core_utils/tokenizers/`` in tiktoken's cache layout. We point tiktoken at that folder
 (unless the operator already chose a cache with ``TIKTOKEN_CACHE_DIR``), which is what the LiteLLM proxy
@@ -15,6 +16,7 @@ import functools
 import importlib.util
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import tiktoken
@@ -29,6 +31,43 @@ VENDORED_ENCODINGS = {
 }
 
 _lock = threading.Lock()
+#: text a tokenizer fails on is encoded in pieces of this many characters (``safe_encode``)
+PIECE_CHARS = 1 << 16
+
+
+def safe_encode(encode: Callable[[str], list[int]], text: str, piece: int = PIECE_CHARS) -> list[int]:
+    """``encode(text)``; when the tokenizer fails on the text, its pieces of ``piece`` characters encoded one
+    by one (smaller pieces for a piece that fails again; one token per UTF-8 byte, an upper bound, for 512
+    characters that still fail). tiktoken's pre-tokenizer overflows its stack on a run of about a million
+    spaces: o200k_base and Llama 3 raise ``PanicException`` (a ``BaseException``, which no ``except
+    Exception`` catches: the request failed with a bare 500), Mistral's Tekken a ``ValueError`` (the plugin's
+    failure path). Tokens of cut text differ from the whole's by about one per cut, on text no tokenizer
+    could read whole."""
+    try:
+        return encode(text)
+    except BaseException as exc:
+        if not isinstance(exc, Exception) and type(exc).__name__ != "PanicException":
+            raise  # KeyboardInterrupt, SystemExit
+    if len(text) <= 512:
+        return [0] * len(text.encode("utf-8", "surrogatepass"))
+    piece = min(piece, max(512, len(text) // 2))
+    tokens: list[int] = []
+    for start in range(0, len(text), piece):
+        tokens += safe_encode(encode, text[start:start + piece], piece // 8)
+    return tokens
+
+
+class SafeEncoding(tiktoken.Encoding):
+    """A ``tiktoken.Encoding`` whose ``encode_ordinary`` never fails (``safe_encode``)."""
+
+    @classmethod
+    def of(cls, encoding: tiktoken.Encoding) -> SafeEncoding:
+        safe = cls.__new__(cls)
+        safe.__dict__.update(vars(encoding))
+        return safe
+
+    def encode_ordinary(self, text: str) -> list[int]:
+        return safe_encode(super().encode_ordinary, text)
 
 
 def vendored_tokenizer_dir() -> Path | None:
@@ -70,6 +109,6 @@ def get_encoding(name: str) -> tiktoken.Encoding:
                 "or copy that file there."
             )
         try:
-            return tiktoken.get_encoding(name)
+            return SafeEncoding.of(tiktoken.get_encoding(name))
         except Exception as exc:  # tiktoken raises ValueError/OSError/requests errors
             raise TokenizerUnavailableError(f"could not load tiktoken encoding {name!r}: {exc}") from exc

@@ -26,6 +26,7 @@ from typing import Any, Protocol
 import tiktoken
 
 from ..errors import TokenizerUnavailableError
+from .encodings import SafeEncoding, safe_encode
 
 #: Llama 3's pre-tokenizer pattern (``llama_models/llama3/tokenizer.py``)
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -73,7 +74,8 @@ def _llama3() -> tiktoken.Encoding:
         if line.strip():
             token, rank = line.split()
             ranks[base64.b64decode(token)] = int(rank)
-    return tiktoken.Encoding(name="llama3", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks, special_tokens={})
+    return SafeEncoding.of(tiktoken.Encoding(name="llama3", pat_str=LLAMA3_PATTERN, mergeable_ranks=ranks,
+                                             special_tokens={}))
 
 
 class _Mistral:
@@ -95,4 +97,5 @@ class _Mistral:
         self.tokenizers.append(Tekkenizer.from_file(str(data / "tekken_240911.json")))
 
     def encode_ordinary(self, text: str) -> list[int]:
-        return max((tokenizer.encode(text, bos=False, eos=False) for tokenizer in self.tokenizers), key=len)
+        return max((safe_encode(functools.partial(tokenizer.encode, bos=False, eos=False), text)
+                    for tokenizer in self.tokenizers), key=len)

@@ -15,6 +15,9 @@ import struct
 
 #: Bytes of a JPEG we are prepared to scan for its size marker (EXIF blocks can push it back ~64 KiB).
 _JPEG_SCAN_LIMIT = 1 << 20
+#: JPEG markers (and fill bytes) examined, at most: a real JPEG reaches its size within a few dozen; after
+#: that its size is unknown (priced at the worst case) rather than searched for one byte at a time
+_JPEG_MAX_MARKERS = 1024
 
 
 _URLSAFE = str.maketrans("-_", "+/")
@@ -82,10 +85,10 @@ def _dimensions_from_header(data: bytes) -> tuple[int, int] | None:
 
 def _jpeg_size(data: bytes) -> tuple[int, int] | None:
     index = 2
-    while index + 9 < len(data):
-        if data[index] != 0xFF:
-            index += 1
-            continue
+    for _ in range(_JPEG_MAX_MARKERS):
+        index = data.find(b"\xff", index)  # bytes between markers are skipped in C, not one by one
+        if index < 0 or index + 9 >= len(data):
+            return None
         marker = data[index + 1]
         if marker in (0xD8, 0x01) or 0xD0 <= marker <= 0xD7 or marker == 0xFF:
             index += 1 if marker == 0xFF else 2

@@ -24,8 +24,9 @@ from typing import Any
 
 from . import family_tokenizers
 
-#: Provider / router prefixes that say nothing about the tokenizer.
-_PREFIX_SPLIT = re.compile(r"/")
+#: A longer model name is no model any provider serves: it is counted as an unknown model (the most
+#: conservative text estimate) and no pattern ever reads it (client-sent names reach this module).
+MAX_MODEL_NAME_CHARS = 256
 
 
 @dataclass(frozen=True)
@@ -175,16 +176,27 @@ _FAMILY_KEYWORDS = (
 
 
 _CL100K_RAW = re.compile(r"^(text-embedding-|davinci-002|babbage-002)")
+#: names whose dots are part of the model (``gpt-4.1``), not a ``vendor.`` prefix
+_OPENAI_DOTTED = re.compile(r"^(gpt-|o\d|chatgpt)")
+_REGION_PREFIXES = frozenset({"us", "eu", "apac", "global"})
+_VENDOR_PREFIXES = frozenset({"anthropic", "meta", "mistral", "amazon", "cohere", "ai21"})
 
 
 def model_key(model: str) -> str:
-    """The bare model name: last path segment, lower-case, without ``provider/`` or ``us.`` style prefixes."""
-    name = _PREFIX_SPLIT.split(model.strip().lower())[-1] if model else ""
+    """The bare model name: last path segment, lower-case, without ``provider/`` or ``us.`` style prefixes
+    ("" for a name longer than ``MAX_MODEL_NAME_CHARS``: an unknown model)."""
+    if not model or len(model) > MAX_MODEL_NAME_CHARS:
+        return ""
+    name = model.strip().lower().rpartition("/")[2]
     # Bedrock and Vertex spell models as vendor.model (``anthropic.claude-3-haiku``, ``us.anthropic...``).
-    if "." in name and not re.match(r"^(gpt-|o\d|chatgpt)", name):
+    while "." in name and not _OPENAI_DOTTED.match(name):
         head, _, tail = name.partition(".")
-        if head in {"us", "eu", "apac", "global", "anthropic", "meta", "mistral", "amazon", "cohere", "ai21"}:
-            return model_key(tail) if head in {"us", "eu", "apac", "global"} else tail
+        if head in _REGION_PREFIXES:
+            name = tail.strip()
+        elif head in _VENDOR_PREFIXES:
+            return tail
+        else:
+            break
     return name
 
 

@@ -2,15 +2,43 @@
 
 * ``corrections``: ``CorrectionBook`` (billed / estimated per deployment, a high quantile applied to later
   estimates) and ``LearnedWindows`` (the smallest window an overflow error named);
-* ``overflow``: reads the window and the provider's prompt count out of an overflow error;
+* ``overflow``: reads the window and the provider's prompt count out of an overflow error, and says
+  whether a request quotes such wording itself (an error that echoes it must teach nothing);
 * ``calibration``: the ``Calibration`` a decision counts with (learned correction, provider count), and
   when a provider count could change the decision (``needs_provider_count``).
 """
 
 from .calibration import Calibration, CountBand, ProviderCountSettings, count_band, learnable, needs_provider_count
-from .corrections import Correction, CorrectionBook, LearnedWindow, LearnedWindows, LearningSettings
-from .overflow import Overflow, parse_overflow
+from .corrections import (
+    ANONYMOUS,
+    Correction,
+    CorrectionBook,
+    LearnedWindow,
+    LearnedWindows,
+    LearningSettings,
+    ServedFloor,
+    teacher_of,
+    window_floor,
+)
+from .overflow import Overflow, parse_overflow, quotes_overflow
 
-__all__ = ["Calibration", "Correction", "CorrectionBook", "CountBand", "LearnedWindow", "LearnedWindows",
-           "LearningSettings", "Overflow", "ProviderCountSettings", "count_band", "learnable", "needs_provider_count",
-           "parse_overflow"]
+__all__ = [
+    "ANONYMOUS",
+    "Calibration",
+    "Correction",
+    "CorrectionBook",
+    "CountBand",
+    "LearnedWindow",
+    "LearnedWindows",
+    "LearningSettings",
+    "Overflow",
+    "ProviderCountSettings",
+    "ServedFloor",
+    "count_band",
+    "learnable",
+    "needs_provider_count",
+    "parse_overflow",
+    "quotes_overflow",
+    "teacher_of",
+    "window_floor",
+]

@@ -2,13 +2,19 @@
 
 Contract:
 
-* ``CorrectionBook.add(key, estimate, billed)`` keeps the ratio billed / estimate of one response of the
-  deployment ``key`` (a bounded window of the most recent ``window`` ratios; small requests, whose
-  framing dominates, are not kept). ``correction(keys)`` is the largest correction over ``keys`` (the
-  deployments a request may go to): per key, the ``quantile`` of its ratios once it has ``min_samples``,
-  clamped to ``[min_factor, max_factor]``; None when no key has learned anything.
+* ``CorrectionBook.add(key, estimate, billed, teacher)`` keeps the ratio billed / estimate of one response
+  of the deployment ``key``, with the caller whose request taught it (``teacher``: a hash of its key; a
+  bounded window of the most recent ``window`` ratios; small requests, whose framing dominates, and
+  ratios no count of ours could be off by, are not kept). ``correction(keys, teacher)`` is the largest
+  correction over ``keys`` (the deployments a request may go to). Per key: each teacher with
+  ``min_samples`` ratios of its own has its factor (the ``quantile`` of its ratios), the teachers with
+  fewer share one; the *consensus* is the lower median of those factors, and a request gets the larger
+  of its own teacher's factor and the consensus, clamped to ``[min_factor, max_factor]``. So what one
+  key's traffic teaches applies to that key, and reaches everyone else only when most teachers agree.
 * ``LearnedWindows.learn(key, window)`` keeps the smallest window a provider's overflow error named for
-  ``key``, for ``ttl`` seconds; ``window(keys)`` is the smallest over ``keys``.
+  ``key``, for ``ttl`` seconds; ``window(keys)`` is the smallest over ``keys``. ``ServedFloor`` keeps the
+  largest prompt each deployment was billed for on a success: a window below it is impossible, so it is
+  neither learned nor used.
 
 Both are thread-safe and bounded (``MAX_KEYS`` keys). ``replace`` installs what another instance shared
 (see ``budget_hook.proxy.shared``): the shared list is the truth, the local one a cache of it.
@@ -20,6 +26,7 @@ below what the provider bills, and the window guarantee would go. Raising is bou
 
 from __future__ import annotations
 
+import hashlib
 import math
 import threading
 import time
@@ -48,6 +55,12 @@ class LearningSettings:
     min_billed_tokens: int = 100
     #: how long a window learned from an overflow error is kept
     window_ttl_seconds: float = 24 * 3600.0
+    #: a window learned from an error is never below this many tokens, nor below this share of the
+    #: deployment's configured window (whatever an error says)
+    min_window_tokens: int = 1024
+    min_window_ratio: float = 0.125
+    #: a ratio billed / estimate outside [1 / this, this] is not about the request we sent: not kept
+    max_sample_ratio: float = 3.0
     #: share through LiteLLM's Redis when it has one (``auto``), or keep it per process (``off``)
     share: str = "auto"
     #: how often a proxy re-reads the shared state of a deployment (seconds), and how long it waits for Redis
@@ -78,12 +91,25 @@ def quantile(values: list[float], q: float) -> float:
     return ordered[rank]
 
 
+#: the teacher of ratios whose caller is unknown (and of ratios shared by an older version)
+ANONYMOUS = "*"
+
+
+def teacher_of(key_hash: str | None, team_id: str | None) -> str:
+    """Who taught a sample: a short hash of the caller's key (LiteLLM's hashed token), else of its team."""
+    for kind, value in (("key", key_hash), ("team", team_id)):
+        if isinstance(value, str) and value:
+            return f"{kind}:{hashlib.sha256(value.encode()).hexdigest()[:16]}"
+    return ANONYMOUS
+
+
 class CorrectionBook:
     def __init__(self, settings: LearningSettings | None = None) -> None:
         self.settings = settings or LearningSettings()
-        self._ratios: OrderedDict[str, deque[float]] = OrderedDict()
-        #: the factor per key, computed once per change of its ratios (asked on every request)
-        self._factors: dict[str, float | None] = {}
+        self._ratios: OrderedDict[str, deque[tuple[float, str]]] = OrderedDict()
+        #: per key, computed once per change of its ratios (asked on every request): each qualified
+        #: teacher's factor, and the consensus
+        self._factors: dict[str, tuple[dict[str, float], float | None]] = {}
         self._lock = threading.Lock()
 
     def ratio(self, estimate: int, billed: int) -> float | None:
@@ -92,21 +118,23 @@ class CorrectionBook:
             return None
         if billed < self.settings.min_billed_tokens:
             return None
-        return round(billed / estimate, 4)
+        ratio = round(billed / estimate, 4)
+        limit = self.settings.max_sample_ratio
+        return ratio if 1 / limit <= ratio <= limit else None
 
-    def add(self, key: str, estimate: int, billed: int) -> float | None:
+    def add(self, key: str, estimate: int, billed: int, teacher: str = ANONYMOUS) -> float | None:
         ratio = self.ratio(estimate, billed)
         if ratio is not None:
-            self.add_ratio(key, ratio)
+            self.add_ratio(key, ratio, teacher)
         return ratio
 
-    def add_ratio(self, key: str, ratio: float) -> None:
+    def add_ratio(self, key: str, ratio: float, teacher: str = ANONYMOUS) -> None:
         with self._lock:
             ratios = self._ratios.get(key)
             if ratios is None:
                 ratios = self._ratios[key] = deque(maxlen=self.settings.window)
             self._ratios.move_to_end(key)
-            ratios.append(ratio)
+            ratios.append((ratio, teacher))
             self._factors.pop(key, None)
             self._evict()
 
@@ -115,13 +143,13 @@ class CorrectionBook:
             evicted, _ = self._ratios.popitem(last=False)
             self._factors.pop(evicted, None)
 
-    def replace(self, key: str, ratios: Iterable[float]) -> None:
-        """Install the shared ratios of ``key`` (most recent last)."""
-        kept = deque((r for r in ratios if isinstance(r, float) and math.isfinite(r) and r > 0),
+    def replace(self, key: str, entries: Iterable[tuple[float, str]]) -> None:
+        """Install the shared ratios of ``key`` with their teachers (most recent last)."""
+        kept = deque(((r, t) for r, t in entries if isinstance(r, float) and math.isfinite(r) and r > 0),
                      maxlen=self.settings.window)
         with self._lock:
             if self._ratios.get(key) == kept:
-                return  # unchanged: keep the computed factor
+                return  # unchanged: keep the computed factors
             self._ratios[key] = kept
             self._ratios.move_to_end(key)
             self._factors.pop(key, None)
@@ -129,27 +157,52 @@ class CorrectionBook:
 
     def samples(self, key: str) -> list[float]:
         with self._lock:
-            return list(self._ratios.get(key, ()))
+            return [ratio for ratio, _ in self._ratios.get(key, ())]
 
-    def factor(self, key: str) -> float | None:
+    def teachers(self, key: str) -> dict[str, int]:
+        """How many of ``key``'s ratios each teacher taught."""
+        with self._lock:
+            counts: dict[str, int] = {}
+            for _, teacher in self._ratios.get(key, ()):
+                counts[teacher] = counts.get(teacher, 0) + 1
+            return counts
+
+    def _quantile_factor(self, ratios: list[float]) -> float:
+        value = math.ceil(quantile(ratios, self.settings.quantile) * 1000) / 1000  # never below
+        return min(self.settings.max_factor, max(self.settings.min_factor, value))
+
+    def _computed(self, key: str) -> tuple[dict[str, float], float | None]:
+        """Each qualified teacher's factor and the consensus (the lower median of the factors of the
+        qualified teachers and of the pool of the others), computed once per change."""
+        if key in self._factors:
+            return self._factors[key]
+        by_teacher: dict[str, list[float]] = {}
+        for ratio, teacher in self._ratios.get(key, ()):
+            by_teacher.setdefault(teacher, []).append(ratio)
+        minimum = self.settings.min_samples
+        own = {t: self._quantile_factor(r) for t, r in by_teacher.items() if len(r) >= minimum and t != ANONYMOUS}
+        pooled = [r for t, rs in by_teacher.items() if t not in own for r in rs]
+        factors = sorted([*own.values(), *([self._quantile_factor(pooled)] if len(pooled) >= minimum else [])])
+        consensus = factors[(len(factors) - 1) // 2] if factors else None
+        self._factors[key] = (own, consensus)
+        return own, consensus
+
+    def factor(self, key: str, teacher: str | None = None) -> float | None:
+        """The factor a request of ``teacher`` gets for ``key``: the larger of its own and the consensus."""
         with self._lock:  # a sort of at most ``window`` floats, once per change of the key's ratios
-            if key in self._factors:
-                return self._factors[key]
-            ratios = self._ratios.get(key)
-            if ratios is None:
+            if key not in self._ratios:
                 return None
-            factor = None
-            if len(ratios) >= self.settings.min_samples:
-                value = math.ceil(quantile(list(ratios), self.settings.quantile) * 1000) / 1000  # never below
-                factor = min(self.settings.max_factor, max(self.settings.min_factor, value))
-            self._factors[key] = factor
-            return factor
+            own, consensus = self._computed(key)
+        mine = own.get(teacher) if teacher is not None else None
+        candidates = [f for f in (mine, consensus) if f is not None]
+        return max(candidates) if candidates else None
 
-    def correction(self, keys: Iterable[str]) -> Correction | None:
-        """The largest learned correction over ``keys``; None when none has enough samples."""
+    def correction(self, keys: Iterable[str], teacher: str | None = None) -> Correction | None:
+        """The largest learned correction over ``keys`` for a request of ``teacher``; None when none has
+        enough samples."""
         best: Correction | None = None
         for key in keys:
-            factor = self.factor(key)
+            factor = self.factor(key, teacher)
             if factor is not None and (best is None or factor > best.factor):
                 with self._lock:
                     samples = len(self._ratios.get(key, ()))
@@ -207,3 +260,44 @@ class LearnedWindows:
             if known is not None and (best is None or known[0] < best.window):
                 best = LearnedWindow(known[0], key, known[2])
         return best
+
+
+class ServedFloor:
+    """The largest prompt each deployment was billed for on a success, for ``ttl`` seconds: proof that
+    its window is at least that large (a success is the provider's own answer; no client can write it,
+    only make it larger by sending more, which makes learning a window more cautious, never less)."""
+
+    def __init__(self, settings: LearningSettings | None = None, *, clock: Callable[[], float] = time.time) -> None:
+        self.settings = settings or LearningSettings()
+        self._clock = clock
+        self._served: OrderedDict[str, tuple[int, float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def serve(self, key: str, tokens: int) -> bool:
+        """Note that ``key`` served a prompt of ``tokens``; True when that raised its floor."""
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens <= 0:
+            return False
+        now = self._clock()
+        with self._lock:
+            known = self._served.get(key)
+            if known is not None and now - known[1] <= self.settings.window_ttl_seconds and known[0] >= tokens:
+                return False
+            self._served[key] = (tokens, now)
+            self._served.move_to_end(key)
+            while len(self._served) > MAX_KEYS:
+                self._served.popitem(last=False)
+            return True
+
+    def floor(self, key: str) -> int:
+        with self._lock:
+            known = self._served.get(key)
+            if known is None or self._clock() - known[1] > self.settings.window_ttl_seconds:
+                return 0
+            return known[0]
+
+
+def window_floor(settings: LearningSettings, served: int, configured: int | None) -> int:
+    """The smallest window an error may teach for a deployment: what it served, the absolute minimum, and
+    ``min_window_ratio`` of its configured window."""
+    share = math.ceil(configured * settings.min_window_ratio) if configured else 0
+    return max(settings.min_window_tokens, served, share)

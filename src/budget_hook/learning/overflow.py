@@ -5,7 +5,15 @@ gateway routes to, else None. The wording must open the provider's message (the 
 ``message`` field, an exception prefix): an error that quotes client content containing such words
 teaches nothing. ``window`` is the largest input the provider accepts (its context length:
 an input alone can never exceed it), ``prompt_tokens`` the provider's own count of the rejected prompt,
-when the message says them. Never raises; reads at most the first ``MAX_CHARS`` characters.
+when the message says them. Never raises; reads at most the first ``MAX_CHARS`` characters. The
+patterns are ASCII-only (``re.ASCII``): no Unicode case folding (``\u212a`` is not ``k``) can make client
+text match them.
+
+``quotes_overflow(value)`` is True when any key or string in ``value`` (a request as the client sent it:
+body, metadata, headers) contains a phrase an overflow wording needs (``OVERFLOW_PHRASES``, any case). A
+provider's 400 may quote client input (``Unrecognized request argument supplied: <key>``, ``<key>: Extra
+inputs are not permitted``, ``thinking.type: Input tag '<value>'``); the error of such a request teaches
+nothing, whatever it says. One lower-casing and a few substring searches per string: linear.
 
 Wordings (as the APIs answer them):
 
@@ -39,18 +47,19 @@ _N = r"(\d[\d,]*)"
 _PATTERNS: tuple[tuple[str, re.Pattern[str], str | None, str | None], ...] = (
     # (provider, pattern, group holding the window, group holding the prompt tokens)
     ("anthropic", re.compile(rf"prompt is too long:\s*(?P<prompt>{_N[1:-1]})\s*tokens\s*>\s*(?P<window>{_N[1:-1]})"
-                             r"\s*maximum"), "window", "prompt"),
+                             r"\s*maximum", re.ASCII), "window", "prompt"),
     ("anthropic", re.compile(rf"input length and `?max_tokens`? exceed context limit:\s*(?P<prompt>{_N[1:-1]})\s*\+"
-                             rf"\s*\d[\d,]*\s*>\s*(?P<window>{_N[1:-1]})"), "window", "prompt"),
+                             rf"\s*\d[\d,]*\s*>\s*(?P<window>{_N[1:-1]})", re.ASCII), "window", "prompt"),
     ("openai", re.compile(rf"maximum context length is\s*(?P<window>{_N[1:-1]})\s*tokens.{{0,40}}?requested\s*"
                           rf"\d[\d,]*\s*tokens\s*\((?P<prompt>{_N[1:-1]})\s*in (?:the messages|your prompt)",
-                          re.IGNORECASE | re.DOTALL), "window", "prompt"),
+                          re.IGNORECASE | re.DOTALL | re.ASCII), "window", "prompt"),
     ("openai", re.compile(rf"maximum context length is\s*(?P<window>{_N[1:-1]})\s*tokens.{{0,60}}?request has\s*"
-                          rf"(?P<prompt>{_N[1:-1]})\s*input tokens", re.IGNORECASE | re.DOTALL), "window", "prompt"),
-    ("openai", re.compile(rf"maximum context length is\s*(?P<window>{_N[1:-1]})\s*tokens", re.IGNORECASE),
+                          rf"(?P<prompt>{_N[1:-1]})\s*input tokens", re.IGNORECASE | re.DOTALL | re.ASCII),
+     "window", "prompt"),
+    ("openai", re.compile(rf"maximum context length is\s*(?P<window>{_N[1:-1]})\s*tokens", re.IGNORECASE | re.ASCII),
      "window", None),
     ("gemini", re.compile(rf"input token count\s*\(?(?P<prompt>{_N[1:-1]})\)?\s*exceeds the maximum number of tokens "
-                          rf"allowed\s*\(?(?P<window>{_N[1:-1]})\)?", re.IGNORECASE), "window", "prompt"),
+                          rf"allowed\s*\(?(?P<window>{_N[1:-1]})\)?", re.IGNORECASE | re.ASCII), "window", "prompt"),
 )
 
 
@@ -90,3 +99,37 @@ def parse_overflow(text: object) -> Overflow | None:
             continue
         return Overflow(window, prompt, provider)
     return None
+
+
+#: a phrase each wording above needs, lower-case: a request carrying one anywhere may have it echoed back
+OVERFLOW_PHRASES = ("prompt is too long", "exceed context limit", "maximum context length", "input token count",
+                    "number of tokens allowed")
+#: strings and keys inspected per request, at most: a request with more is treated as quoting (teaches nothing)
+MAX_INSPECTED = 1_000_000
+
+
+def _quotes(text: str) -> bool:
+    lowered = text.lower()
+    return any(phrase in lowered for phrase in OVERFLOW_PHRASES)
+
+
+def quotes_overflow(value: object) -> bool:
+    """True when a key or string anywhere in ``value`` contains an overflow phrase (any case)."""
+    stack = [value]
+    seen = 0
+    while stack:
+        item = stack.pop()
+        seen += 1
+        if seen > MAX_INSPECTED:
+            return True
+        if isinstance(item, str):
+            if _quotes(item):
+                return True
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, str) and _quotes(key):
+                    return True
+                stack.append(inner)
+        elif isinstance(item, (list, tuple)):
+            stack.extend(item)
+    return False

@@ -48,12 +48,29 @@ def _deepest_path(value: Any, name: str, limit: int) -> str:
         if depth > limit:
             return path
         if isinstance(node, Mapping):
-            stack.extend((child, depth + 1, f"{path}.{key}") for key, child in node.items()
+            stack.extend((child, depth + 1, f"{path}.{_segment(key)}") for key, child in node.items()
                          if isinstance(child, (Mapping, list)))
         elif isinstance(node, list):
             stack.extend((child, depth + 1, f"{path}[{index}]") for index, child in enumerate(node)
                          if isinstance(child, (Mapping, list)))
     return name
+
+
+#: keys a path may name as they are: the request formats' and JSON Schema's own words. Any other key is
+#: client-chosen (a property or tool name, which can carry anything) and is named ``*`` in the path: the
+#: path reaches the client's 400, the record and LiteLLM's error log.
+_PATH_KEYS = frozenset({
+    "messages", "content", "parts", "contents", "input", "output", "tools", "tool_calls", "function", "functions",
+    "parameters", "input_schema", "properties", "items", "prefixItems", "additionalProperties", "anyOf", "oneOf",
+    "allOf", "not", "$defs", "definitions", "patternProperties", "schema", "json_schema", "response_format",
+    "responseSchema", "response_json_schema", "generationConfig", "config", "text", "format", "arguments", "args",
+    "response", "functionCall", "functionResponse", "functionDeclarations", "systemInstruction",
+    "system_instruction", "system", "instructions", "source", "data", "tool_choice", "output_format",
+    "output_config", "summary", "result", "image_url", "file", "input_audio", "inlineData", "fileData"})
+
+
+def _segment(key: Any) -> str:
+    return key if isinstance(key, str) and key in _PATH_KEYS else "*"
 
 
 def body_problem(body: Mapping[str, Any], fields: Iterable[str]) -> MalformedRequestError | None:

@@ -18,13 +18,14 @@ Steps, each going down a layer, never back up:
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..budget import ModelLimits, compute_budget, requested_output_tokens, safety_margin, with_output_tokens
 from ..counting import TokenCounter
-from ..counting.corrected import corrected
+from ..counting.corrected import corrected, with_overhead
 from ..counting.counter import FAMILY_ENCODINGS
 from ..errors import (
     BudgetHookError,
@@ -41,6 +42,7 @@ from ..shapes.chat import SHAPE as CHAT
 from ..shapes.inputs import check_inputs
 from .bounds import body_problem
 from .decision import Action, BlockKind, BlockReason, Decision, shadowed
+from .privacy import shown_problem
 from .request import BudgetRequest, Caller
 
 
@@ -102,7 +104,8 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
     try:
         resolved = operator_policy(request, settings)
         fail_mode = resolved.policy.fail_mode
-        context = _Context(request.body, request.model_group, request.limits, resolved)
+        group = request.shown_group or request.model_group  # what messages and the record call it
+        context = _Context(request.body, group, request.limits, resolved)
         if resolved.policy.mode == "off":
             return context.decision("skipped")
         client = request.client
@@ -117,14 +120,17 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
         shape = request.shape
         unvouched = body_problem(request.body, shape.content_fields + shape.output_token_fields)
         if unvouched is not None:
-            context = _Context(request.body, request.model_group, request.limits, resolved)
+            context = _Context(request.body, group, request.limits, resolved)
             return context.blocked(_malformed(unvouched))
         counter = counter_for(request.limits)
+        if request.shown_group is not None:  # the counter's model is named in messages: not the client's text
+            counter = copy.copy(counter)
+            counter.model = request.shown_group
         if isinstance(shape, InputsShape):
-            return decide_inputs(request.body, model_group=request.model_group, limits=request.limits,
+            return decide_inputs(request.body, model_group=group, limits=request.limits,
                                  resolved=resolved, counter=counter, shape=shape)
         assert isinstance(shape, ConversationShape)
-        return decide_conversation(request.body, model_group=request.model_group, limits=request.limits,
+        return decide_conversation(request.body, model_group=group, limits=request.limits,
                                    resolved=resolved, counter=counter, shape=shape,
                                    calibration=request.calibration)
     except Exception as exc:  # a bug of ours: never blamed on the client, handled per the fail mode
@@ -200,7 +206,8 @@ def decide_conversation(
     window, early = context.start()
     if early is not None:
         return early
-    unreadable = shape.unreadable(request)
+    references = shape.references(request)
+    unreadable = [*((path, why) for path, why, _ in references), *shape.unreadable(request)]
     if unreadable:
         path, why = unreadable[0]
         if policy.unreadable_content == "block":
@@ -208,7 +215,13 @@ def decide_conversation(
                        f"blocks such requests; send the content inline")
             return context.blocked(BlockReason("unreadable", message, {"field": path, "parts": len(unreadable)},
                                                param=path))
-        context.warnings.append(f"{len(unreadable)} part(s) counted at a conservative estimate: {path}: {why}")
+        estimated = [(p, w) for p, w, tokens in references if tokens] + unreadable[len(references):]
+        if estimated:
+            context.warnings.append(f"{len(estimated)} part(s) counted at a conservative estimate: "
+                                    f"{estimated[0][0]}: {estimated[0][1]}")
+        referenced = sum(tokens for _, _, tokens in references)
+        if referenced:  # content pulled in outside what the view counts: untrimmable, like the request's overhead
+            counter = with_overhead(counter, referenced)
     sent = request  # the request as the client sent it (what shadow mode forwards)
     try:
         try:
@@ -248,7 +261,7 @@ def decide_conversation(
             problems = []
         if problems:
             context.warnings.append(f"request invalid before trimming ({len(problems)} problem(s)), not caused "
-                                    f"by budget_hook: " + "; ".join(problems[:3]))
+                                    f"by budget_hook: " + "; ".join(shown_problem(p) for p in problems[:3]))
     action: Action = shadowed("trimmed", policy.mode) if changed else "pass"
     forwarded = result.request if policy.mode == "enforce" else sent
     wants = _wants_provider_count(policy.provider_count, calibration, counter, result.report.tokens_before,

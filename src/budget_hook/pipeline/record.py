@@ -14,9 +14,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..learning import learnable
+from ..learning import learnable, teacher_of
 from ..trimming import REMOVING_ACTIONS, action_counts
 from .decision import Decision
+from .privacy import shown_action, shown_role, shown_source
 from .request import BudgetRequest, Caller
 
 #: a record lists at most this many actions; the rest are counted (``actions_omitted``), never dropped silently
@@ -77,24 +78,36 @@ class DecisionRecord:
     #: server-side content in it): what the success callback compares the provider's count with
     estimate_forwarded: int | None = None
     learnable: bool = False
+    #: who would teach what the provider answers (a hash of the caller's key), and whether the request
+    #: itself contains overflow wording (an error quoting it back must teach nothing)
+    teacher: str | None = None
+    quotes_overflow: bool = False
     #: the plugin's own failure: what it was and what the fail mode did
     error: str | None = None
     fail_mode: str | None = None
+    #: the metrics label of the group (the adapter's: only names from the operator's configuration)
+    metrics_group: str | None = None
 
     @classmethod
-    def build(cls, decision: Decision, request: BudgetRequest | None = None) -> DecisionRecord:
-        """The record of ``decision``; ``request`` adds the caller and, if asked, the touched content."""
+    def build(cls, decision: Decision, request: BudgetRequest | None = None, *,
+              quotes_overflow: bool = False) -> DecisionRecord:
+        """The record of ``decision``; ``request`` adds the caller and, if asked, the touched content;
+        ``quotes_overflow``: the request contains overflow wording (``learning.quotes_overflow``)."""
         resolved = decision.resolved
         caller = request.caller if request is not None else Caller()
+        shown = request.shown_group if request is not None else None
         values: dict[str, Any] = dict(
             action=decision.action, mode=decision.mode, model_group=decision.model_group,
-            window=decision.limits.window, window_source=decision.limits.source,
-            counting_model=decision.limits.counting_model, policy_sources=tuple(resolved.sources),
+            window=decision.limits.window, window_source=decision.limits.source if shown is None
+            else shown_source(decision.limits.source),  # a hidden name: no text derived from it
+            counting_model=decision.limits.counting_model if shown is None else shown,
+            policy_sources=tuple(resolved.sources), metrics_group=request.metrics_group if request else None,
             tokens_before=decision.tokens_before, tokens_after=decision.tokens_after,
             ignored_client_settings=resolved.ignored_client_settings,
             ignored_metadata_settings=resolved.ignored_metadata_settings,
             warnings=tuple(_cut(w) for w in (*resolved.warnings, *decision.warnings)),
             team_id=caller.team_id, team_alias=caller.team_alias, key_alias=caller.key_alias,
+            teacher=teacher_of(caller.key_hash, caller.team_id), quotes_overflow=quotes_overflow,
             log_content=resolved.policy.log_dropped_content,
             count=dict(decision.count) if decision.count is not None else None,
         )
@@ -110,7 +123,7 @@ class DecisionRecord:
             listed = report.actions[:MAX_LISTED_ACTIONS]
             values.update(method=report.method, budget=report.budget.as_dict(), target=report.target,
                           counts=action_counts(report.actions), dropped_turns=tuple(report.dropped_turns),
-                          actions=tuple(a.as_dict() for a in listed), notes=tuple(report.notes),
+                          actions=tuple(shown_action(a.as_dict()) for a in listed), notes=tuple(report.notes),
                           actions_omitted=len(report.actions) - len(listed))
             if report.changed:
                 values["protected_tokens"] = dict(report.protected_tokens)
@@ -120,7 +133,7 @@ class DecisionRecord:
                 shape = request.shape
                 touched = getattr(shape, "touched_content", None)
                 values["dropped_content"] = tuple(
-                    {"index": a.index, "role": a.role, "action": a.action,
+                    {"index": a.index, "role": shown_role(a.role), "action": a.action,
                      "content": touched(request.body, a) if touched else ""}
                     for a in report.actions)
         inputs = decision.inputs
@@ -142,10 +155,14 @@ class DecisionRecord:
     @classmethod
     def failure(cls, *, model_group: Any, error: str, fail_mode: str, request: BudgetRequest | None = None
                 ) -> DecisionRecord:
-        """The record of the plugin's own failure on a request."""
+        """The record of the plugin's own failure on a request (``model_group`` when there is no ``request``:
+        the adapter's label for it, never a name the operator did not configure)."""
         caller = request.caller if request is not None else None
+        if request is not None:
+            model_group = request.shown_group or request.model_group
         return cls(action="error", model_group=model_group, error=error, fail_mode=fail_mode,
-                   team_id=caller.team_id if caller else None, team_alias=caller.team_alias if caller else None)
+                   team_id=caller.team_id if caller else None, team_alias=caller.team_alias if caller else None,
+                   metrics_group=request.metrics_group if request is not None else None)
 
     @property
     def dropped_messages(self) -> int:

@@ -61,3 +61,9 @@ class BudgetRequest:
     client: ClientInput = field(default_factory=ClientInput)
     #: what the adapter learned beyond the offline estimate (a learned correction, the provider's count)
     calibration: Calibration = field(default_factory=Calibration)
+    #: what messages and records call the group when the requested name is not one the operator configured
+    #: (a made-up name, a wildcard match: client-chosen text); None: ``model_group`` itself
+    shown_group: str | None = None
+    #: the metrics label of the group: only ever a name from the operator's configuration (or a fixed label);
+    #: None outside the proxy
+    metrics_group: str | None = None

@@ -179,8 +179,8 @@ class PolicyLayers:
             raise PolicyError(f"{where}: {exc}") from None
 
     def model_layer(self, model_groups: Sequence[str]) -> tuple[str, Mapping[str, Any]] | None:
-        """For the requested name, then the groups it routes to (router aliases): the exact name first,
-        then the first matching glob pattern (``claude-*``)."""
+        """The first of ``model_groups`` (in order) with a layer: exact names first, then the first
+        matching glob pattern (``claude-*``)."""
         names = [name for name in model_groups if name]
         for name in names:
             if name in self.models:
@@ -204,7 +204,11 @@ class PolicyLayers:
         """The operator's policy for a request, from the config alone (no metadata, no client input)."""
         values: dict[str, Any] = dict(self.base)
         sources = ["config"]
-        matched = self.model_layer([model_group, *routed_groups])
+        # the groups the request is routed to decide, whatever name it used (an alias must not escape its
+        # target's policy); a wildcard deployment's pattern only after the name asked for
+        patterns = [g for g in routed_groups if any(ch in g for ch in "*?[")]
+        named = [g for g in routed_groups if g not in patterns]
+        matched = self.model_layer([*named, model_group, *patterns])
         if matched:
             values.update(matched[1])
             sources.append(f"models[{matched[0]}]")

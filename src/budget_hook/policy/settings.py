@@ -96,6 +96,9 @@ class LearningModel(BaseModel):
     max_factor: Ratio = PydanticField(default=_LEARNING.max_factor, gt=0, le=10)
     min_billed_tokens: Count = PydanticField(default=_LEARNING.min_billed_tokens, ge=0)
     window_ttl_seconds: Ratio = PydanticField(default=_LEARNING.window_ttl_seconds, gt=0)
+    min_window_tokens: Count = PydanticField(default=_LEARNING.min_window_tokens, ge=1)
+    min_window_ratio: Ratio = PydanticField(default=_LEARNING.min_window_ratio, ge=0, le=1)
+    max_sample_ratio: Ratio = PydanticField(default=_LEARNING.max_sample_ratio, gt=1, le=100)
     share: Annotated[Literal["auto", "off"], BeforeValidator(_yaml_word)] = "auto"
     sync_seconds: Ratio = PydanticField(default=_LEARNING.sync_seconds, ge=0, le=3600)
     redis_timeout_seconds: Ratio = PydanticField(default=_LEARNING.redis_timeout_seconds, gt=0, le=10)

@@ -14,17 +14,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..pipeline import Caller, ClientInput, ClientProblem
+from ..pipeline.privacy import id_hash
+from ..policy.settings import POLICY_FIELD_NAMES, PROCESS_SETTINGS
 
 SETTINGS_NAME = "budget_hook"
 CLIENT_CAP_HEADER = "x-budget-max-input-tokens"
 _DECIMAL = re.compile(r"[0-9]{1,12}")
-#: client-sent setting names reported in a record, at most, each at most ``MAX_KEY_CHARS`` long
+#: client-sent setting names reported in a record, at most
 MAX_REPORTED_KEYS = 10
-MAX_KEY_CHARS = 64
+
+
+#: setting names a record may quote: the plugin's own. Any other key a client sends is its own text (it can
+#: carry anything) and is named by a hash of it
+_KNOWN_KEYS = frozenset((*POLICY_FIELD_NAMES, *PROCESS_SETTINGS, "learning", "models", "teams", "keys"))
 
 
 def _short(name: str) -> str:
-    return name if len(name) <= MAX_KEY_CHARS else name[: MAX_KEY_CHARS - 3] + "..."
+    return name if name in _KNOWN_KEYS else f"(an unknown key, sha256 {id_hash(name)})"
 
 
 class _Invalid(Exception):
@@ -72,8 +78,11 @@ def _positive_int(value: Any, where: str) -> int:
     if isinstance(value, str) and _DECIMAL.fullmatch(value.strip()):
         value = int(value.strip())
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-        raise _Invalid(where, f"{where} must be a positive integer (a stricter input cap), got {shown}")
+        # described, never quoted: the value is client text, and the message reaches records and LiteLLM's log
+        got = ("a boolean" if isinstance(value, bool) else "a number that is not positive" if isinstance(value, int)
+               else "a number that is not whole" if isinstance(value, float) else "a string that is not one"
+               if isinstance(value, str) else "null" if value is None else f"a {type(value).__name__}")
+        raise _Invalid(where, f"{where} must be a positive integer (a stricter input cap), got {got}")
     return value
 
 

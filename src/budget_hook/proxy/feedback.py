@@ -2,10 +2,19 @@
 
 Contract: ``provider_prompt_tokens(response, kwargs)`` is the input the provider billed (or None);
 ``learn_from_usage`` / ``learn_from_error`` feed ``SharedLearning`` with what one response taught, for the
-deployment that answered (``deployment_id``), and return what was learned for the log record, or None.
-Nothing is learned from requests with server-side content (``DecisionRecord.learnable``), from attempts
-the router sent elsewhere, from usage LiteLLM may have computed itself (an OpenAI-format stream without
-``include_usage``), or from the gateway's own refusals (``ours``).
+deployment that answered (``deployment_id``), and return what was learned (or refused, and why) for the
+log record, or None. Every ratio carries its teacher (``DecisionRecord.teacher``, a hash of the caller's
+key). What is trusted, and why:
+
+* a success's billed input: written by the provider. It teaches a ratio (not from requests with
+  server-side content, ``DecisionRecord.learnable``; not from attempts the router sent elsewhere; not from
+  usage LiteLLM may have computed itself, an OpenAI-format stream without ``include_usage``), and the
+  deployment's *served floor*: its window is at least that;
+* an overflow error: only when no part of the request quotes overflow wording
+  (``DecisionRecord.quotes_overflow``: providers echo client keys and values in their 400s); when the
+  prompt count it names is within ``max_sample_ratio`` of what we estimated we sent (else it is not about
+  our request); a window only at or above ``window_floor`` (served floor, ``min_window_tokens``,
+  ``min_window_ratio`` of the configured window). The gateway's own refusals (``ours``) teach nothing.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..learning import parse_overflow
+from ..learning import ANONYMOUS, parse_overflow
 from ..pipeline import DecisionRecord
 from .shared import SharedLearning
 
@@ -76,19 +85,23 @@ def provider_prompt_tokens(response_obj: Any, kwargs: Mapping[str, Any]) -> int 
 
 async def learn_from_usage(learning: SharedLearning, kwargs: Mapping[str, Any], record: DecisionRecord,
                            billed: int | None) -> dict[str, Any] | None:
-    """The provider's bill next to our estimate of what was forwarded: one ratio for its deployment."""
+    """The provider's bill next to our estimate of what was forwarded: one ratio for its deployment, and
+    proof that its window holds ``billed`` tokens."""
     deployment = deployment_id(kwargs)
-    if (billed is None or deployment is None or not record.learnable or record.estimate_forwarded is None
-            or record.attempts or not usage_from_provider(kwargs)):
+    if billed is None or deployment is None or not usage_from_provider(kwargs):
         return None
-    ratio = await learning.learn_ratio(deployment, record.estimate_forwarded, billed)
-    return None if ratio is None else {"deployment": deployment, "ratio": ratio,
+    await learning.learn_served(deployment, billed)
+    if not record.learnable or record.estimate_forwarded is None or record.attempts:
+        return None
+    ratio = await learning.learn_ratio(deployment, record.estimate_forwarded, billed, record.teacher or ANONYMOUS)
+    return None if ratio is None else {"deployment": deployment, "ratio": ratio, "teacher": record.teacher,
                                        "estimate": record.estimate_forwarded, "billed": billed}
 
 
 async def learn_from_error(learning: SharedLearning, kwargs: Mapping[str, Any], record: DecisionRecord, *,
-                           ours: type | tuple[type, ...] = ()) -> dict[str, Any] | None:
-    """A provider's overflow error names its window (and often its count of the prompt)."""
+                           ours: type | tuple[type, ...] = (), configured: int | None = None) -> dict[str, Any] | None:
+    """A provider's overflow error names its window (and often its count of the prompt). ``configured``:
+    the window the router gives the deployment that answered."""
     exception = kwargs.get("exception")
     deployment = deployment_id(kwargs)
     if exception is None or deployment is None or isinstance(exception, ours) or record.action == "blocked":
@@ -101,13 +114,26 @@ async def learn_from_error(learning: SharedLearning, kwargs: Mapping[str, Any], 
     overflow = parse_overflow(str(getattr(exception, "message", None) or exception))
     if overflow is None:
         return None
-    learned: dict[str, Any] = {"deployment": deployment, "provider": overflow.provider}
+    learned: dict[str, Any] = {"deployment": deployment, "provider": overflow.provider, "teacher": record.teacher}
+    if record.quotes_overflow:
+        return {**learned, "ignored": "the request itself contains overflow wording, which a provider's error "
+                                      "may quote back: nothing is learned from it"}
+    estimate, prompt = record.estimate_forwarded, overflow.prompt_tokens
+    if prompt is not None and estimate and not record.attempts:
+        limit = learning.settings.max_sample_ratio
+        if not 1 / limit <= prompt / estimate <= limit:
+            return {**learned, "ignored": f"the error counts {prompt} prompt tokens where {estimate} were sent: "
+                                          "it is not about this request"}
     if overflow.window is not None:
-        await learning.learn_window(deployment, overflow.window, f"{overflow.provider} overflow error")
-        learned["window"] = overflow.window
-    teaches = record.learnable and not record.attempts
-    if overflow.prompt_tokens is not None and record.estimate_forwarded is not None and teaches:
-        ratio = await learning.learn_ratio(deployment, record.estimate_forwarded, overflow.prompt_tokens)
+        floor = learning.window_refusal(deployment, overflow.window, configured)
+        if floor is not None:
+            learned.update(refused_window=overflow.window, floor=floor)
+        else:
+            source = f"{overflow.provider} overflow error, taught by {record.teacher or ANONYMOUS}"
+            await learning.learn_window(deployment, overflow.window, source, configured)
+            learned["window"] = overflow.window
+    if prompt is not None and estimate is not None and record.learnable and not record.attempts:
+        ratio = await learning.learn_ratio(deployment, estimate, prompt, record.teacher or ANONYMOUS)
         if ratio is not None:
-            learned.update(ratio=ratio, estimate=record.estimate_forwarded, billed=overflow.prompt_tokens)
+            learned.update(ratio=ratio, estimate=estimate, billed=prompt)
     return learned

@@ -43,15 +43,17 @@ from litellm.proxy._types import ProxyException
 from ..budget import ModelLimits
 from ..counting.cache import COUNT_CACHE
 from ..errors import PolicyError
-from ..learning import Calibration
+from ..learning import Calibration, quotes_overflow, teacher_of
 from ..pipeline import BudgetRequest, Decision, DecisionRecord, InternalFailure, advertised, decide, estimate
 from ..pipeline.record import BUDGET_HEADERS
+from ..pipeline.request import Caller
 from ..policy import PluginSettings, load_settings
-from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, UNREAD_MODEL_CALL_TYPES
+from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES
 from .app_hooks import expose, wrap_error_handler, wrap_routes
 from .client_input import SETTINGS_NAME, caller_of, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, responses_failed_events, unread_route_error
-from .feedback import learn_from_error, learn_from_usage, provider_prompt_tokens
+from .feedback import deployment_id, learn_from_error, learn_from_usage, provider_prompt_tokens
+from .labels import group_labels, labelled
 from .loglines import bounded_line, describe_error, install_stderr_handler
 from .metrics import Metrics, register_with_prometheus
 from .model_info import ROUTES as MODEL_INFO_ROUTES
@@ -59,15 +61,18 @@ from .model_info import advertise, groups_in, is_proxy_admin
 from .offload import Offloader
 from .provider_count import ProviderCounter, group_target
 from .records import RecordStore, attach_record
+from .route_guard import install_path_context, pass_through_group, refused_call, streams_responses, undecided_attempt
 from .shared import SharedLearning, litellm_redis
 from .windows import (
     WindowCache,
     combine,
+    configured_window,
     covers,
     deployment_limits,
     deployments_of,
     limits_from_router,
     listed_groups,
+    model_name_error,
     with_learned_window,
 )
 
@@ -124,6 +129,7 @@ def _add_routes(app: Any, plugin: BudgetHookPlugin) -> None:
     from litellm.proxy.auth.user_api_key_auth import user_api_key_auth
 
     wrap_routes(app, MODEL_INFO_ROUTES, plugin._advertise)
+    install_path_context(app)  # the request's route, for the hooks (proxy.route_guard)
     auth = [Depends(user_api_key_auth)] if litellm.require_auth_for_metrics_endpoint is not False else []
     app.add_api_route("/budget_hook/metrics", plugin._metrics_endpoint, methods=["GET"], dependencies=auth)
 
@@ -217,30 +223,36 @@ class BudgetHookPlugin(CustomLogger):
         shape = SHAPES.for_call_type(call_type)
         if shape is None and call_type == PASS_THROUGH_CALL_TYPE:
             shape = SHAPES.detect(data)  # a pass-through body in a format we read is budgeted as that format
-        group = data.get("model")
+        group = data.get("model") or pass_through_group(call_type, shape)  # Gemini pass-through: in the URL
         if shape is None:
-            if call_type in UNREAD_MODEL_CALL_TYPES and self.settings.unknown_routes == "block":
+            if refused_call(call_type) and self.settings.unknown_routes == "block":  # proxy.route_guard
                 raise BudgetHookHTTPError(unread_route_error(call_type))
             return None  # not an LLM input we budget (files, batches, images, audio...): untouched
         if not isinstance(group, str) or not group:
             return None  # no model group: the proxy itself answers this one
+        if (bad_name := model_name_error(group)) is not None:  # a 48 KB name: refused before anything reads it
+            raise BudgetHookHTTPError(bad_name)
         key = shape.metadata_key
         if self._already_decided(data, key):
             return None  # the plugin listed twice in callbacks: the second entry must not decide again
         request: BudgetRequest | None = None
         decision: Decision | None = None
         try:
-            limits, calibration = await self._learned(self.model_limits(group))
-            request = BudgetRequest(shape=shape, body=data, model_group=group, limits=limits,
-                                    caller=caller_of(user_api_key_dict), client=read_client_input(data, key),
-                                    calibration=calibration)
+            caller = caller_of(user_api_key_dict)
+            limits, calibration = await self._learned(self.model_limits(group), caller)
+            request = labelled(_router(), BudgetRequest(shape=shape, body=data, model_group=group, limits=limits,
+                               caller=caller, client=read_client_input(data, key), calibration=calibration))
             budget_request = request
-            decision = await self.offloader.run(lambda: decide(budget_request, self.settings), data)
+            # and whether the request quotes overflow wording anywhere (keys, metadata, headers): a provider
+            # error that echoes it back must teach nothing
+            decided = await self.offloader.run(lambda: (decide(budget_request, self.settings), quotes_overflow(data)),
+                                               data)
+            decision, quoted = decided[0], decided[1]
             if decision.wants_provider_count:
                 decision = await self._with_provider_count(request, decision)
             if decision.action == "skipped":
                 return None
-            record = DecisionRecord.build(decision, request)
+            record = DecisionRecord.build(decision, request, quotes_overflow=quoted)
         except Exception as exc:  # the plugin's own failure: never blame the client for it
             if isinstance(exc, InternalFailure):
                 fail_mode = exc.fail_mode
@@ -261,7 +273,7 @@ class BudgetHookPlugin(CustomLogger):
             # the headers ride on the error itself: routes that answer errors their own way (Anthropic's
             # /v1/messages, /completions) never ask the response-headers hook
             error = BudgetHookHTTPError(block_error(decision, shape), headers=record.headers())
-            error.streamed_responses = shape.name == "responses" and data.get("stream") is True
+            error.streamed_responses = streams_responses(shape, data, call_type)
             error.gemini = shape.name == "gemini" and error.status_code == 400
             raise error
         return forwarded
@@ -270,14 +282,15 @@ class BudgetHookPlugin(CustomLogger):
         """``/v1/models`` and ``/model/info`` with each group's window as this caller's policy gives it."""
         key, adverts = endpoint_args.get("user_api_key_dict"), {}
         for group in groups_in(path, payload):
-            limits, _ = await self._learned(self.model_limits(group))
+            limits, _ = await self._learned(self.model_limits(group), caller_of(key))
             adverts[group] = advertised(group, limits, caller_of(key), self.settings)
         return advertise(path, payload, adverts.get, admin=is_proxy_admin(key))
 
-    async def _learned(self, limits: ModelLimits) -> tuple[ModelLimits, Calibration]:
+    async def _learned(self, limits: ModelLimits, caller: Caller) -> tuple[ModelLimits, Calibration]:
         """The limits with the smallest window providers' errors named for these deployments, and the
-        correction learned from their bills."""
-        correction, window = await self.learning.lookup(limits.deployment_ids)
+        correction learned from their bills for this caller."""
+        teacher = teacher_of(caller.key_hash, caller.team_id)
+        correction, window = await self.learning.lookup(limits.deployment_ids, teacher)
         return with_learned_window(limits, window), Calibration(correction=correction)
 
     async def _with_provider_count(self, request: BudgetRequest, decision: Decision) -> Decision:
@@ -350,8 +363,8 @@ class BudgetHookPlugin(CustomLogger):
         shape = SHAPES.for_call_type(getattr(call_type, "value", call_type))
         call_id = kwargs.get("litellm_call_id")
         decided = self._decided.get(call_id) if isinstance(call_id, str) else None
-        if shape is None or decided is None:
-            return None  # not a request this plugin decided on (health checks, internal calls)
+        if shape is None or decided is None:  # a router pass-through, a route that skips the pre-call hook
+            return await undecided_attempt(self, kwargs, getattr(call_type, "value", call_type), BudgetHookHTTPError)
         try:
             attempt = self._attempt_limits(kwargs)
             if attempt is None:
@@ -362,15 +375,16 @@ class BudgetHookPlugin(CustomLogger):
                 return None  # nothing differs: the first decision holds for this deployment
             # in the attempt's own format: LiteLLM may have translated the body on the way (a /v1/messages call to
             # an OpenAI deployment reaches it as a Responses call)
-            request = replace(decided.request, shape=shape, body=kwargs, model_group=group, limits=limits)
+            request = labelled(_router(), replace(decided.request, shape=shape, body=kwargs, model_group=group,
+                                                  limits=limits))
             decision = await self.offloader.run(lambda: decide(request, self.settings), kwargs)
         except Exception as exc:  # the plugin's own failure, per the fail mode of the first decision
             fail_mode = decided.fail_mode
-            self._log_internal(exc, kwargs, fail_mode)
+            self._log_internal(exc, kwargs, fail_mode, decided.request)
             if fail_mode == "closed":
                 raise BudgetHookHTTPError(internal_error(call_id)) from None
             return None
-        self._record_attempt(call_id, group, decision)
+        self._record_attempt(call_id, decision.model_group, decision)
         if decision.action == "blocked":
             spec = block_error(decision, shape)
             raise litellm.ContextWindowExceededError(message=spec.message, model=str(kwargs.get("model")),
@@ -389,8 +403,8 @@ class BudgetHookPlugin(CustomLogger):
                 limits = self.deployment_windows.get(f"{group}\x00{deployment_id}")
                 # a deployment the router no longer lists: the smallest window of its group
                 limits = limits if limits is not None else self.model_limits(group)
-                learned = self.learning.windows.window([deployment_id]) if self.settings.learning.enabled else None
-                return group, with_learned_window(limits, learned)
+                window = self.learning.window([deployment_id]) if self.settings.learning.enabled else None
+                return group, with_learned_window(limits, window)
         return None
 
     def _record_attempt(self, call_id: Any, group: str, decision: Decision) -> None:
@@ -404,7 +418,8 @@ class BudgetHookPlugin(CustomLogger):
     def _log_internal(self, exc: Exception, data: Mapping[str, Any], fail_mode: str,
                       request: BudgetRequest | None = None) -> DecisionRecord:
         cause = exc.cause if isinstance(exc, InternalFailure) else exc
-        record = DecisionRecord.failure(model_group=data.get("model"), error=f"{type(cause).__name__}: {cause}",
+        record = DecisionRecord.failure(model_group=group_labels(_router(), str(data.get("model")))[0]
+                                        or data.get("model"), error=f"{type(cause).__name__}: {cause}",
                                         fail_mode=fail_mode, request=request)
         logger.critical(json.dumps({"event": "budget_hook.internal_error", "call_id": data.get("litellm_call_id"),
                                     **record.as_dict(),
@@ -467,17 +482,15 @@ class BudgetHookPlugin(CustomLogger):
                 "decision": {k: v for k, v in decision.items() if k not in ("team_id", "team_alias", "key_alias")},
             }
             if outcome == "success":
-                entry["provider_prompt_tokens"] = billed
-                entry["estimated_prompt_tokens"] = record.tokens_after
+                entry.update(provider_prompt_tokens=billed, estimated_prompt_tokens=record.tokens_after)
                 learned = await learn_from_usage(self.learning, kwargs, record, billed)
-                if learned is not None:
-                    entry["learned"] = learned
             else:
                 entry["error"] = describe_error(kwargs.get("exception"), with_text=record.log_content)
-                learned = await learn_from_error(self.learning, kwargs, record, ours=BudgetHookHTTPError)
-                if learned is not None:
-                    entry["learned"] = learned
+                learned = await learn_from_error(self.learning, kwargs, record, ours=BudgetHookHTTPError,
+                                                 configured=configured_window(_router(), deployment_id(kwargs)))
                 self._purge_later(call_id)
+            if learned is not None:
+                entry["learned"] = learned
             logger.info(bounded_line(entry))
         except Exception:  # a logging problem must never affect the response
             logger.exception("budget_hook: could not write the decision record")

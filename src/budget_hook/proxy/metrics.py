@@ -6,8 +6,11 @@ to our estimate of what was forwarded. ``render()`` is the text ``GET /budget_ho
 (``text/plain; version=0.0.4``). ``register_with_prometheus(metrics)`` also serves the same series through
 ``prometheus_client``'s default registry when that package is installed, which is what LiteLLM's own
 Prometheus integration (``callbacks: ["prometheus"]``) exposes on the proxy's ``/metrics``; returns whether it
-registered. Thread-safe; label sets are bounded (``MAX_SERIES``: what does not fit
-is counted under ``model_group="other"``), so clients naming made-up groups cannot grow it without end.
+registered. Thread-safe. Labels come from the operator's configuration only: ``model_group`` is the record's
+``metrics_group`` (``proxy.labels``: a configured group, the wildcard pattern a name matched, ``unconfigured``
+for any other name, ``multiple`` for a list), ``team`` the team's alias or id from LiteLLM's database; so
+made-up model names all count under ``unconfigured`` and can never push a real group out. The label sets
+are bounded besides (``MAX_SERIES``: what does not fit is counted under ``model_group="other"``).
 """
 
 from __future__ import annotations
@@ -50,7 +53,9 @@ class Metrics:
         return key
 
     def observe(self, record: Any, outcome: str, billed: int | None = None) -> None:
-        labels = {"model_group": record.model_group, "team": record.team_alias or record.team_id or ""}
+        # the adapter's label (a configured group, a wildcard pattern, ``unconfigured``): never a client's name
+        group = getattr(record, "metrics_group", None) or record.model_group
+        labels = {"model_group": group, "team": record.team_alias or record.team_id or ""}
         with self._lock:
             self._values["decisions"][self._key("decisions", {**labels, "action": record.action,
                                                               "outcome": outcome})] += 1

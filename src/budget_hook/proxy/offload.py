@@ -2,6 +2,12 @@
 
 A 1M-token request must not stall the event loop that serves every other client; tiktoken releases the
 GIL while it encodes. Small requests stay inline: a thread hop would cost more than counting them.
+
+"Large" is measured in what deciding costs, not in characters alone (``approximate_size``): a base64
+payload is decoded and a PDF's streams inflated (``BINARY_WEIGHT`` per character), and every message, part
+or JSON value costs a walk, a hash and a cache lookup however short its text (``ITEM_WEIGHT``). So no
+request whose decision takes more than about a millisecond is decided on the event loop, whatever it
+carries (figures: ``bench/hostile_cpu.py``).
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ import atexit
 import weakref
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from itertools import islice
 from typing import Any, TypeVar
 
 from ..shapes import SHAPES
@@ -20,26 +27,118 @@ T = TypeVar("T")
 #: request keys that carry what the model reads, in any shape (metadata, headers and LiteLLM's own
 #: fields are skipped)
 CONTENT_FIELDS = SHAPES.content_fields()
+#: one character of a payload that must be decoded (a ``data:`` URL, a ``file_data`` or ``data`` field: images,
+#: PDFs, audio) counts as this many: a PDF's streams may inflate to 16 bytes per byte, a small one to 8 KiB
+#: (``counting.media``), and the worst found costs ~30 characters of prose per character (``bench/hostile_cpu.py``).
+#: Any image or PDF bigger than an icon is decided in the pool
+BINARY_WEIGHT = 32
+#: keys whose string value is base64 in every shape (chat ``file_data``, Anthropic ``source.data``, Gemini
+#: ``inline_data.data``, ``input_audio.data``)
+BINARY_KEYS = frozenset({"file_data", "data", "bytes"})
+#: each message, part, list element or object value counts as this many characters on top of its text: a
+#: one-word message costs as much to decide as ~300 characters of text (``bench/hostile_cpu.py``)
+ITEM_WEIGHT = 100
+#: text that does not break into short words costs up to ~20x as much per character to count as prose (one
+#: tiktoken piece per run: a run of one character, CJK without spaces, base64 pasted as text, emoji): its
+#: characters count this many times. Judged per ``TEXT_CHUNK`` characters by their spaces and line breaks,
+#: and whitespace runs by their length
+DENSE_TEXT_WEIGHT = 8
+TEXT_CHUNK = 4096
+#: a chunk with fewer breaks than one per this many characters is dense
+CHARS_PER_BREAK = 16
+#: each value elsewhere in the request (metadata, headers, fields LiteLLM forwards as sent) counts as this
+#: many characters, and its text one per ``OTHER_CHARS_PER_CHAR`` characters: what the pool's work walks
+#: there (the record, the search for quoted overflow wording) costs about that next to counting text
+OTHER_ITEM_WEIGHT = 10
+OTHER_CHARS_PER_CHAR = 16
+#: fields LiteLLM adds that copy the request itself (``proxy_server_request.body``): weighed once, as content
+LITELLM_COPIES = frozenset({"proxy_server_request"})
 
 
 def approximate_size(data: Mapping[str, Any], limit: int, fields: tuple[str, ...] = CONTENT_FIELDS) -> int:
-    """Characters of text (and token ids) a request carries, up to ``limit``: one walk over every string
-    and list in the content fields, stopping as soon as the request is known to be large."""
-    total = 0
-    stack: list[Any] = [data.get(key) for key in fields]
+    """What deciding the request costs, in characters of text, up to ``limit``: one walk over every string,
+    list and object in the content fields (weighted as above), stopping as soon as the request is known to
+    be large. The walk itself is bounded by ``limit``: it never lists more items than could fit in it."""
+    stack = [value for value in (data.get(key) for key in fields) if value is not None]
+    total = -ITEM_WEIGHT * len(stack)  # the fields themselves are not items
     while stack:
         value = stack.pop()
-        if isinstance(value, str):
-            total += len(value)
-        elif isinstance(value, Mapping):
-            stack.extend(value.values())
-        elif isinstance(value, list):
-            stack.extend(value)
+        total += ITEM_WEIGHT
+        if type(value) in _SCALARS:
+            total += value is not None and not isinstance(value, float)  # a token id counts 1
+        elif isinstance(value, str):
+            total += len(value) * BINARY_WEIGHT if value.startswith("data:") else text_size(value, limit - total)
+        elif isinstance(value, dict | Mapping):
+            items = value.items() if len(value) * ITEM_WEIGHT <= limit - total else \
+                islice(value.items(), (limit - total) // ITEM_WEIGHT + 1)
+            for key, item in items:
+                if key in BINARY_KEYS and isinstance(item, str):
+                    total += ITEM_WEIGHT + len(item) * BINARY_WEIGHT
+                else:
+                    stack.append(item)
+        elif isinstance(value, list | tuple):
+            stack.extend(value if len(value) * ITEM_WEIGHT <= limit - total else
+                         value[: (limit - total) // ITEM_WEIGHT + 1])
         elif isinstance(value, int):
             total += 1  # a token id
         if total >= limit:
             return total
-    return total
+    return max(total, 0)
+
+
+#: values with nothing inside (the walk's fast path)
+_SCALARS = frozenset({type(None), bool, int, float})
+
+
+def other_size(data: Mapping[str, Any], limit: int, fields: tuple[str, ...] = CONTENT_FIELDS) -> int:
+    """The same walk over the rest of the request (metadata, headers, any other field), at ``OTHER_ITEM_WEIGHT``
+    per value and ``OTHER_CHARS_PER_CHAR`` characters of its text (keys included) per character: a body of
+    small content and a million metadata keys is no small request either."""
+    stack = [value for key, value in data.items() if key not in fields and key not in LITELLM_COPIES]
+    total = -OTHER_ITEM_WEIGHT * len(stack)
+    while stack:
+        value = stack.pop()
+        total += OTHER_ITEM_WEIGHT
+        if type(value) in _SCALARS:
+            pass
+        elif isinstance(value, str):
+            total += len(value) // OTHER_CHARS_PER_CHAR
+        elif isinstance(value, dict | Mapping):
+            room = (limit - total) // OTHER_ITEM_WEIGHT + 1
+            keys = list(islice(value, room)) if len(value) > room else value
+            total += sum(len(key) for key in keys if isinstance(key, str)) // OTHER_CHARS_PER_CHAR
+            stack.extend(islice(value.values(), room))
+        elif isinstance(value, list | tuple):
+            stack.extend(value[: (limit - total) // OTHER_ITEM_WEIGHT + 1])
+        if total >= limit:
+            return total
+    return max(total, 0)
+
+
+def text_size(text: str, room: int) -> int:
+    """What counting ``text`` costs in characters of prose (see ``DENSE_TEXT_WEIGHT``), exact up to ``room``:
+    a pass or two of ``str.count``, never more than about ``room`` characters read."""
+    size = len(text)
+    if size < 64 or size >= room:
+        return size
+    if size <= TEXT_CHUNK and text.count(" ") * CHARS_PER_BREAK >= size and "        " not in text \
+            and "\n\n\n\n\n\n\n\n" not in text:
+        return size  # prose (the usual case): one pass
+    dense = 0
+    if "        " in text or "\n\n\n\n\n\n\n\n" in text:  # runs of whitespace: their characters, about
+        dense += 2 * (text.count("  ") + text.count("\n\n"))
+    for start in range(0, size, TEXT_CHUNK):
+        end = min(size, start + TEXT_CHUNK)
+        if _dense(text, start, end):
+            dense += end - start
+    return size + min(size, dense) * (DENSE_TEXT_WEIGHT - 1)
+
+
+def _dense(text: str, start: int, end: int) -> bool:
+    """Fewer breaks (spaces, line breaks) than one per ``CHARS_PER_BREAK`` characters of ``text[start:end]``."""
+    spaces = text.count(" ", start, end)
+    return spaces * CHARS_PER_BREAK < end - start and \
+        (spaces + text.count("\n", start, end)) * CHARS_PER_BREAK < end - start
 
 
 class Offloader:
@@ -55,8 +154,15 @@ class Offloader:
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = \
             weakref.WeakKeyDictionary()
 
+    def inline(self, data: Mapping[str, Any]) -> bool:
+        """Whether a request is decided on the event loop (small enough) rather than in the pool."""
+        if self.offload_chars <= 0:
+            return True
+        size = approximate_size(data, self.offload_chars)
+        return size < self.offload_chars and size + other_size(data, self.offload_chars - size) < self.offload_chars
+
     async def run(self, work: Callable[[], T], data: Mapping[str, Any]) -> T:
-        if self.offload_chars <= 0 or approximate_size(data, self.offload_chars) < self.offload_chars:
+        if self.inline(data):
             return work()
         loop = asyncio.get_running_loop()
         slots = self._slots.get(loop)

@@ -3,16 +3,21 @@
 Contract: ``SharedLearning(settings, redis=factory)``; ``factory()`` returns an async Redis client (the
 one LiteLLM built from its own settings, ``litellm_redis`` below) or None. Then:
 
-* ``await lookup(ids)`` -> ``(Correction | None, LearnedWindow | None)`` for the deployments a request
-  may go to. With Redis, a deployment's shared state is re-read at most every ``sync_seconds``, within
+* ``await lookup(ids, teacher)`` -> ``(Correction | None, LearnedWindow | None)`` for the deployments a
+  request of ``teacher`` may go to (a learned window below what a deployment served is ignored). With
+  Redis, a deployment's shared state is re-read at most every ``sync_seconds``, within
   ``redis_timeout_seconds``; a slow or broken Redis is skipped for ``REDIS_BACKOFF_SECONDS`` (the local
   state answers meanwhile), and never fails a request.
-* ``await learn_ratio(id, estimate, billed)`` / ``await learn_window(id, window, source)`` keep what one
-  response or one overflow error taught, locally and in Redis.
+* ``await learn_ratio(id, estimate, billed, teacher)`` / ``await learn_window(id, window, source,
+  configured)`` / ``await learn_served(id, tokens)`` keep what one response or one overflow error taught,
+  locally and in Redis. ``learn_window`` refuses a window below ``window_floor`` (what the deployment
+  served, ``min_window_tokens``, ``min_window_ratio`` of ``configured``) and says why.
 
-Keys (``budget_hook:v1:`` prefix): ``ratios:<deployment id>``, a list of the most recent ratios (newest
-first, ``window`` long, expiring after a week unused); ``window:<deployment id>``, ``"<window> <source>"``,
-only ever lowered (a Lua script), expiring after ``window_ttl_seconds``.
+Keys (``budget_hook:v1:`` prefix): ``ratios:<deployment id>``, a list of the most recent ratios with
+their teachers (``"<ratio> <teacher>"``, newest first, ``window`` long, expiring after a week unused);
+``window:<deployment id>``, ``"<window> <source>"``, only ever lowered and never to or below what the
+deployment served (one Lua script reads both), expiring after ``window_ttl_seconds``;
+``served:<deployment id>``, the largest prompt it was billed for, only ever raised, same expiry.
 """
 
 from __future__ import annotations
@@ -23,7 +28,16 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ..learning import Correction, CorrectionBook, LearnedWindow, LearnedWindows, LearningSettings
+from ..learning import (
+    ANONYMOUS,
+    Correction,
+    CorrectionBook,
+    LearnedWindow,
+    LearnedWindows,
+    LearningSettings,
+    ServedFloor,
+    window_floor,
+)
 
 logger = logging.getLogger("budget_hook")
 
@@ -31,12 +45,20 @@ PREFIX = "budget_hook:v1:"
 RATIOS_TTL_SECONDS = 7 * 24 * 3600
 REDIS_BACKOFF_SECONDS = 30.0
 _LOWER_WINDOW = """
+local served = tonumber(redis.call('GET', KEYS[2]) or '0') or 0
+if served > tonumber(ARGV[1]) then return 0 end
 local current = redis.call('GET', KEYS[1])
 if current then
   local known = tonumber(string.match(current, '^(%d+)'))
   if known and known <= tonumber(ARGV[1]) then return 0 end
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'EX', ARGV[3])
+return 1
+"""
+_RAISE_SERVED = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0') or 0
+if current >= tonumber(ARGV[1]) then redis.call('EXPIRE', KEYS[1], ARGV[2]) return 0 end
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[2])
 return 1
 """
 
@@ -47,6 +69,7 @@ class SharedLearning:
         self.settings = settings
         self.corrections = CorrectionBook(settings)
         self.windows = LearnedWindows(settings)
+        self.served = ServedFloor(settings)
         self._factory = redis if settings.share == "auto" else None
         self._client: Any = None
         self._next_resolve = 0.0
@@ -91,7 +114,8 @@ class SharedLearning:
 
     # --- what a request uses ------------------------------------------------------------------------
 
-    async def lookup(self, ids: Iterable[str]) -> tuple[Correction | None, LearnedWindow | None]:
+    async def lookup(self, ids: Iterable[str], teacher: str | None = None
+                     ) -> tuple[Correction | None, LearnedWindow | None]:
         ids = [i for i in ids if isinstance(i, str)]
         if not self.settings.enabled or not ids:
             return None, None
@@ -99,7 +123,15 @@ class SharedLearning:
         stale = [i for i in ids if now - self._synced.get(i, -1e18) >= self.settings.sync_seconds]
         if stale and self._redis() is not None:
             await self._pull(stale)
-        return self.corrections.correction(ids), self.windows.window(ids)
+        return self.corrections.correction(ids, teacher), self.window(ids)
+
+    def window(self, ids: Iterable[str]) -> LearnedWindow | None:
+        """The smallest learned window over ``ids`` that their successes have not proved wrong."""
+        return self.windows.window(i for i in ids if self._plausible(i))
+
+    def _plausible(self, deployment: str) -> bool:
+        known = self.windows.get(deployment)  # one shared before these floors existed may be below them
+        return known is None or known[0] >= window_floor(self.settings, self.served.floor(deployment), None)
 
     async def _pull(self, ids: list[str]) -> None:
         async def read(client: Any) -> list[Any]:
@@ -107,6 +139,7 @@ class SharedLearning:
             for deployment in ids:
                 pipe.lrange(f"{PREFIX}ratios:{deployment}", 0, self.settings.window - 1)
                 pipe.get(f"{PREFIX}window:{deployment}")
+                pipe.get(f"{PREFIX}served:{deployment}")
             return list(await pipe.execute())
 
         answers = await self._run("read", read)
@@ -114,9 +147,12 @@ class SharedLearning:
             return
         now = self._clock()
         for index, deployment in enumerate(ids):
-            ratios, window = answers[2 * index], answers[2 * index + 1]
-            parsed = [_float(r) for r in reversed(ratios or [])]
+            ratios, window, served = answers[3 * index: 3 * index + 3]
+            parsed = [_entry(r) for r in reversed(ratios or [])]
             self.corrections.replace(deployment, [r for r in parsed if r is not None])
+            floor = _float(served)
+            if floor is not None and floor.is_integer():
+                self.served.serve(deployment, int(floor))
             if window:
                 text = window.decode() if isinstance(window, bytes) else str(window)
                 size, _, source = text.partition(" ")
@@ -128,17 +164,18 @@ class SharedLearning:
 
     # --- what responses and errors teach ------------------------------------------------------------
 
-    async def learn_ratio(self, deployment: str, estimate: int, billed: int) -> float | None:
+    async def learn_ratio(self, deployment: str, estimate: int, billed: int, teacher: str = ANONYMOUS
+                          ) -> float | None:
         if not self.settings.enabled:
             return None
-        ratio = self.corrections.add(deployment, estimate, billed)
+        ratio = self.corrections.add(deployment, estimate, billed, teacher)
         if ratio is None:
             return None
 
         async def push(client: Any) -> None:
             key = f"{PREFIX}ratios:{deployment}"
             pipe = client.pipeline(transaction=True)
-            pipe.lpush(key, repr(ratio))
+            pipe.lpush(key, f"{ratio!r} {teacher}")
             pipe.ltrim(key, 0, self.settings.window - 1)
             pipe.expire(key, RATIOS_TTL_SECONDS)
             await pipe.execute()
@@ -146,17 +183,34 @@ class SharedLearning:
         await self._run("write", push)
         return ratio
 
-    async def learn_window(self, deployment: str, window: int, source: str) -> bool:
-        if not self.settings.enabled:
+    def window_refusal(self, deployment: str, window: int, configured: int | None) -> int | None:
+        """The floor ``window`` falls below (why it cannot be learned), or None when it may be learned."""
+        floor = window_floor(self.settings, self.served.floor(deployment), configured)
+        return floor if window < floor else None
+
+    async def learn_window(self, deployment: str, window: int, source: str, configured: int | None = None) -> bool:
+        if not self.settings.enabled or self.window_refusal(deployment, window, configured) is not None:
             return False
         changed = self.windows.learn(deployment, window, source)
 
         async def lower(client: Any) -> None:
-            await client.eval(_LOWER_WINDOW, 1, f"{PREFIX}window:{deployment}", str(window), source[:200],
-                              str(int(self.settings.window_ttl_seconds)))
+            await client.eval(_LOWER_WINDOW, 2, f"{PREFIX}window:{deployment}", f"{PREFIX}served:{deployment}",
+                              str(window), source[:200], str(int(self.settings.window_ttl_seconds)))
 
         await self._run("write", lower)
         return changed
+
+    async def learn_served(self, deployment: str, tokens: int) -> bool:
+        """A success billed ``tokens`` of input: the deployment's window is at least that."""
+        if not self.settings.enabled or not self.served.serve(deployment, tokens):
+            return False
+
+        async def raise_floor(client: Any) -> None:
+            await client.eval(_RAISE_SERVED, 1, f"{PREFIX}served:{deployment}", str(tokens),
+                              str(int(self.settings.window_ttl_seconds)))
+
+        await self._run("write", raise_floor)
+        return True
 
 
 def litellm_redis(router: Any, litellm_module: Any) -> Any:
@@ -169,6 +223,14 @@ def litellm_redis(router: Any, litellm_module: Any) -> Any:
         if callable(init):
             return init()
     return None
+
+
+def _entry(value: Any) -> tuple[float, str] | None:
+    """A shared ratio with its teacher (``"1.0523 key:..."``; an older version's bare ratio is anonymous)."""
+    text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+    number, _, teacher = text.partition(" ")
+    ratio = _float(number)
+    return None if ratio is None else (ratio, teacher[:80] or ANONYMOUS)
 
 
 def _float(value: Any) -> float | None:

@@ -3,8 +3,10 @@
 Contract: ``limits_from_router(router, group)`` returns ``ModelLimits``: the **minimum**
 ``max_input_tokens`` over the group's deployments, with the router's own precedence (config
 ``model_info`` over upstream discovery over the model map), following aliases and wildcards; else the
-model map for the name itself; else unknown (the policy decides). ``WindowCache`` reuses an answer for
-``LIMITS_TTL_SECONDS``: upstream discovery and admin edits change windows at run time.
+model map for the name itself; else unknown (the policy decides). ``routed_groups`` names the groups of
+the operator's ``model_list`` those deployments belong to (an alias's target), for the policy.
+``WindowCache`` reuses an answer for ``LIMITS_TTL_SECONDS``: upstream discovery and admin edits change
+windows at run time.
 """
 
 from __future__ import annotations
@@ -22,7 +24,9 @@ from ..budget.windows import (
     lookup_max_output_tokens,
 )
 from ..counting import resolve_tokenizer
+from ..counting.profiles import MAX_MODEL_NAME_CHARS
 from ..learning import LearnedWindow
+from .errors import ErrorSpec
 
 T = TypeVar("T")
 
@@ -30,18 +34,58 @@ T = TypeVar("T")
 LIMITS_TTL_SECONDS = 60.0
 #: groups cached at most (names come from clients)
 MAX_CACHED_GROUPS = 4096
+#: a comma-separated ``model`` naming more groups than this is one (unknown) name: each listed group costs
+#: a router lookup, and a client writes the list (the attempts are still checked one by one)
+MAX_LISTED_GROUPS = 16
+
+
+def model_name_error(model: str) -> ErrorSpec | None:
+    """A clean 400 for a ``model`` no group can have: a name longer than ``MAX_MODEL_NAME_CHARS``, or a list
+    of more than ``MAX_LISTED_GROUPS``. Refused before anything reads it: LiteLLM's own handling of a name it
+    does not serve ends in its error-message redaction, whose patterns take quadratic time in a long run of
+    letters, digits and hyphens (seconds for 9 KB: the event loop's). The message does not echo the name."""
+    names = model.split(",", MAX_LISTED_GROUPS)
+    if len(names) <= MAX_LISTED_GROUPS and all(len(name) <= MAX_MODEL_NAME_CHARS for name in names):
+        return None  # a list of groups (LiteLLM's batch completion), each name of a sane length
+    return ErrorSpec(400, f"budget_hook refused this request (invalid_model_name): its model name is {len(model):,} "
+                     f"characters long; a model name has at most {MAX_MODEL_NAME_CHARS} characters (a comma-separated "
+                     f"list of groups: at most {MAX_LISTED_GROUPS} such names)", "invalid_request_error",
+                     "invalid_model_name", "model", {"model_chars": len(model)})
+
+
+def too_long(group: str) -> ModelLimits | None:
+    """Unknown limits for a model name longer than ``MAX_MODEL_NAME_CHARS`` (no model has one; neither the
+    router nor any pattern reads it: client-sent, it could cost work in proportion); None for the others."""
+    if len(group) <= MAX_MODEL_NAME_CHARS:
+        return None
+    return ModelLimits(None, f"unknown: a model name of {len(group)} characters (over {MAX_MODEL_NAME_CHARS}) is "
+                       "not looked up", "unknown")
 
 
 def limits_from_router(router: Any, group: str) -> ModelLimits:
     """Minimum window over the group's deployments, per the router; then the model map; else unknown."""
-    return limits_of(router, group, deployments_of(router, group))
+    return too_long(group) or limits_of(router, group, deployments_of(router, group))
 
 
 def deployment_limits(router: Any, group: str, deployment_id: str) -> ModelLimits | None:
     """The limits of one deployment of ``group`` (the one an attempt goes to), None if the router has none
     with that id."""
+    if len(group) > MAX_MODEL_NAME_CHARS:
+        return None
     found = [d for d in deployments_of(router, group) if (d.get("model_info") or {}).get("id") == deployment_id]
     return limits_of(router, group, found[:1]) if found else None
+
+
+def configured_window(router: Any, deployment_id: str | None) -> int | None:
+    """The window the router gives the deployment with ``deployment_id`` (nothing learned), or None."""
+    if router is None or not isinstance(deployment_id, str):
+        return None
+    model_list = getattr(router, "model_list", None)
+    for entry in model_list if isinstance(model_list, list) else ():
+        info = entry.get("model_info") if isinstance(entry, dict) else None
+        if isinstance(info, dict) and info.get("id") == deployment_id:
+            return limits_of(router, str(entry.get("model_name") or ""), [entry]).window
+    return None
 
 
 def deployments_of(router: Any, group: str) -> list[Any]:
@@ -56,8 +100,6 @@ def deployments_of(router: Any, group: str) -> list[Any]:
 #: Claude models whose long window needs Anthropic's ``context-1m`` beta header: without it the API serves
 #: 200,000 tokens, although LiteLLM's model map lists 1,000,000 (a 300k request would pass and be refused)
 _HEADER_DEPENDENT_1M = re.compile(r"claude-(sonnet-4|4-sonnet|sonnet-4[-.]5|sonnet-4[-.]6|opus-4[-.]6)$")
-#: snapshot and version suffixes (``-20250514``, ``-v1:0``, ``@default``) that do not change the model
-_SNAPSHOT_SUFFIX = re.compile(r"([-@]\d{8}|-v\d+(:\d+)?|@default|-latest)+$")
 #: the window those models serve without the header
 STANDARD_CLAUDE_WINDOW = 200_000
 #: providers that serve such models only with the header the *caller* sends (others, e.g. OpenRouter,
@@ -82,7 +124,7 @@ def header_dependent_window(backend: str, base_model: str | None, window: int, p
     """The window the deployment really serves: 200,000 for the Claude models whose 1M window needs the
     beta header, unless the deployment sends it or the operator set ``model_info.max_input_tokens``."""
     name = (base_model or backend).lower()
-    if window <= STANDARD_CLAUDE_WINDOW or not _HEADER_DEPENDENT_1M.search(_SNAPSHOT_SUFFIX.sub("", name)):
+    if window <= STANDARD_CLAUDE_WINDOW or not _HEADER_DEPENDENT_1M.search(without_snapshot_suffixes(name)):
         return window, None
     if not name.startswith(_HEADER_PROVIDERS) and "/" in name:
         return window, None
@@ -91,6 +133,48 @@ def header_dependent_window(backend: str, base_model: str | None, window: int, p
         return window, None
     return STANDARD_CLAUDE_WINDOW, (f"{backend}: {STANDARD_CLAUDE_WINDOW} without the context-1m beta header "
                                     f"(the model map says {window})")
+
+
+#: snapshot and version suffixes (``-20250514``, ``@20250514``, ``-v1``, ``-v2:0``, ``@default``, ``-latest``)
+#: that do not change the model, in any number
+_SUFFIX_WORDS = ("@default", "-latest")
+
+
+def without_snapshot_suffixes(name: str) -> str:
+    """``name`` without its trailing snapshot and version suffixes (and a final line break): one backward
+    scan, linear in the name. A suffix ends either in one of ``_SUFFIX_WORDS`` or in a run of digits, and
+    the character before that run says which suffix it is: at most one can end anywhere, so peeling them
+    from the end finds what the pattern ``([-@]\\d{8}|-v\\d+(:\\d+)?|@default|-latest)+$`` matched (that
+    pattern, searched from every position, took quadratic time on a client's name)."""
+    end = len(name) - 1 if name.endswith("\n") else len(name)
+    while end:
+        word = next((w for w in _SUFFIX_WORDS if name.endswith(w, 0, end)), None)
+        if word:
+            end -= len(word)
+            continue
+        digits = _digits_before(name, end)
+        if digits == end or digits == 0:
+            break
+        if end - digits == 8 and name[digits - 1] in "-@":
+            end = digits - 1  # -20250514, @20250514
+        elif digits >= 2 and name[digits - 2:digits] == "-v":
+            end = digits - 2  # -v1
+        elif name[digits - 1] == ":":
+            major = _digits_before(name, digits - 1)
+            if major == digits - 1 or major < 2 or name[major - 2:major] != "-v":
+                break
+            end = major - 2  # -v2:0
+        else:
+            break
+    return name[:end]
+
+
+def _digits_before(name: str, end: int) -> int:
+    """Where the run of decimal digits ending at ``end`` starts."""
+    start = end
+    while start and name[start - 1].isdecimal():
+        start -= 1
+    return start
 
 
 def limits_of(router: Any, group: str, deployments: list[Any]) -> ModelLimits:
@@ -136,7 +220,7 @@ def limits_of(router: Any, group: str, deployments: list[Any]) -> ModelLimits:
             return ModelLimits(window, source, group, filled_output_tokens=output)
         return ModelLimits(None, "unknown", group, filled_output_tokens=output)
     counting_model, base_model = _most_conservative(backends)
-    routed = tuple(sorted({str(d.get("model_name")) for d in deployments if d.get("model_name")} - {group}))
+    routed = routed_groups(router, group, deployments)
     output_filled = max(filled) if filled else None
     if len(windows) < len(deployments):
         # One deployment with an unknown window could be the smallest: treat the group as unknown.
@@ -146,6 +230,20 @@ def limits_of(router: Any, group: str, deployments: list[Any]) -> ModelLimits:
     source = f"router: min over {len(deployments)} deployment(s)" + "".join(f"; {note}" for note in notes[:2])
     return ModelLimits(window, source, counting_model, base_model, len(deployments), routed, output_filled,
                        tuple(ids))
+
+
+def routed_groups(router: Any, group: str, deployments: list[Any]) -> tuple[str, ...]:
+    """The groups ``deployments`` belong to in the operator's ``model_list``, other than ``group``. The router
+    lists an alias's (and a routing group's) deployments under the name asked for, so their own group is
+    found by deployment id: the operator's policy for that group follows them whatever name was used."""
+    names = {str(d.get("model_name")) for d in deployments if d.get("model_name")}
+    ids = {(d.get("model_info") or {}).get("id") for d in deployments} - {None}
+    model_list = getattr(router, "model_list", None)
+    for entry in model_list if isinstance(model_list, list) and ids else ():
+        info = entry.get("model_info") if isinstance(entry, dict) else None
+        if isinstance(info, dict) and info.get("id") in ids and isinstance(entry.get("model_name"), str):
+            names.add(entry["model_name"])
+    return tuple(sorted(names - {group}))
 
 
 def _is_claude(backend: str, base_model: str | None) -> bool:
@@ -181,8 +279,13 @@ def with_learned_window(limits: ModelLimits, learned: LearnedWindow | None) -> M
 
 
 def listed_groups(group: str) -> list[str]:
-    """The groups of a comma-separated ``model`` (LiteLLM's batch completion: one call per listed group)."""
-    return [name.strip() for name in group.split(",") if name.strip()] if "," in group else [group]
+    """The groups of a comma-separated ``model`` (LiteLLM's batch completion: one call per listed group); a
+    list of more than ``MAX_LISTED_GROUPS`` is one name (unknown: no group has one)."""
+    if "," not in group:
+        return [group]
+    pieces = group.split(",", MAX_LISTED_GROUPS)
+    names = [name.strip() for name in pieces if name.strip()] if len(pieces) <= MAX_LISTED_GROUPS else []
+    return names or [group]
 
 
 def combine(group: str, parts: list[ModelLimits]) -> ModelLimits:
@@ -218,6 +321,8 @@ class WindowCache(Generic[T]):
         if cached and now - cached[0] < self.ttl:
             return cached[1]
         limits = self.lookup(group)
+        if len(group) > 2 * MAX_MODEL_NAME_CHARS:
+            return limits  # not kept: no group has such a name, and clients choose names
         if len(self._cache) > MAX_CACHED_GROUPS:
             self._cache.clear()
         self._cache[group] = (now, limits)

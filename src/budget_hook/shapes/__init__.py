@@ -57,9 +57,11 @@ class ShapeRegistry:
 
 
 #: LiteLLM call types that carry model input in a format no registered shape reads yet (Gemini
-#: interactions, realtime): the ``unknown_routes`` setting passes or refuses them
+#: interactions, realtime, including WebRTC calls and the client secrets a client then uses to talk to the
+#: model directly, LiteLLM 1.108's decisions): the ``unknown_routes`` setting passes or refuses them
 UNREAD_MODEL_CALL_TYPES = frozenset({
-    "acreate_interaction", "create_interaction", "_arealtime", "_aresponses_websocket",
+    "acreate_interaction", "create_interaction", "_arealtime", "_aresponses_websocket", "arealtime_calls",
+    "acreate_realtime_client_secret", "adecisions", "asystemone",
 })
 #: LiteLLM's pass-through routes: budgeted as the shape their body has, when it has one
 PASS_THROUGH_CALL_TYPE = "pass_through_endpoint"

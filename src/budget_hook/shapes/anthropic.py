@@ -47,6 +47,7 @@ from .base import (
     unreadable_parts,
     view_decisions,
 )
+from .references import anthropic_references
 
 CACHE_PREFIX_NOTE = "cache_prefix_rewritten"
 IMAGE_PLACEHOLDER = "[budget_hook: image removed by the gateway to fit the context budget]"
@@ -337,6 +338,8 @@ _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_
 
 
 def _unreadable_block(block: Any) -> str | None:
+    if _kind(block) == "container_upload":
+        return "a file uploaded to the container by id: its content is not in the request"
     if _kind(block) != "document":
         return None
     source = block.get("source") if isinstance(block.get("source"), Mapping) else {}
@@ -425,5 +428,6 @@ SHAPE = ConversationShape(
     problems=_problems,
     touched_content=_touched_content,
     unreadable=_unreadable,
+    references=anthropic_references,
     protected_note=CACHE_PREFIX_NOTE,
 )

@@ -88,13 +88,19 @@ def current_turn_start(messages: list) -> int:
     return 0
 
 
+def _described(role: Any) -> str:
+    """A role the format does not know, described without quoting it (it is client text)."""
+    return "nothing" if role is None else "another string" if isinstance(role, str) else type(role).__name__
+
+
 def convert_message(message: Any, where: str, *, keep_thinking: bool = True,
                      inline_tool_images: bool = False) -> list[dict[str, Any]]:
     if not isinstance(message, Mapping):
         raise MalformedRequestError(where, "expected an object")
     role = message.get("role")
     if role not in ("user", "assistant", "system"):
-        raise MalformedRequestError(f"{where}.role", f"expected 'user' or 'assistant', got {role!r}")
+        raise MalformedRequestError(f"{where}.role", "expected 'user' or 'assistant', got "
+                                    + _described(role))
     content = message.get("content")
     if isinstance(content, str):
         return [{"role": role, "content": content}]
@@ -115,6 +121,8 @@ def convert_message(message: Any, where: str, *, keep_thinking: bool = True,
             parts.append(_image_part(block))
         elif kind == "document":
             parts.extend(_document_parts(block))
+        elif kind == "container_upload":  # a file by id: flagged, counted at the flat estimate
+            parts.append({"type": "file", "file": {"file_id": canonical_json(block)}})
         elif kind == "search_result":
             parts.append({"type": "text", "text": canonical_json(block)})
             parts.extend(_citations(block))

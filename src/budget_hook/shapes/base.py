@@ -165,6 +165,9 @@ class ConversationShape(Shape):
     touched_content: Callable[[Mapping[str, Any], MessageAction], str] = field(default=lambda body, action: "")
     #: parts whose size cannot be known from the request (content referenced by id or URL...): (path, why)
     unreadable: Callable[[Mapping[str, Any]], list[tuple[str, str]]] = field(default=lambda body: [])
+    #: content pulled in by reference outside the view (a cached context, a stored prompt, an MCP server's
+    #: tools, server-held history): (path, why, tokens estimated for it); see ``shapes.references``
+    references: Callable[[Mapping[str, Any]], list[tuple[str, str, int]]] = field(default=lambda body: [])
     #: facts about the body the report must carry (history the gateway cannot see...)
     notes: Callable[[Mapping[str, Any]], tuple[str, ...]] = field(default=lambda body: ())
     #: the report's note when ``View.protected`` had to be given up to fit

@@ -14,6 +14,7 @@ from ..counting import canonical_json, media
 from ..trimming import MessageAction, message_text
 from ..trimming.structure import pairing_problems
 from .base import ConversationShape, View, touched_item, unreadable_parts
+from .references import chat_references
 
 _CHAT_ONLY_ROLES = frozenset({"system", "developer", "tool", "function"})
 
@@ -27,8 +28,17 @@ def _problems(body: Mapping[str, Any]) -> list[str]:
     return pairing_problems(messages) if isinstance(messages, list) else []
 
 
+def _unreadable_part(part: Any) -> str | None:
+    if isinstance(part, Mapping) and part.get("type") == "video_url":
+        value = part.get("video_url")
+        url = value.get("url") if isinstance(value, Mapping) else value
+        inline = isinstance(url, str) and url.startswith("data:")
+        return None if inline else "a video by URL: its content is not in the request"
+    return media.unreadable(part)
+
+
 def _unreadable(body: Mapping[str, Any]) -> list[tuple[str, str]]:
-    return unreadable_parts(body.get("messages"), "messages", "content", media.unreadable)
+    return unreadable_parts(body.get("messages"), "messages", "content", _unreadable_part)
 
 
 def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
@@ -52,4 +62,5 @@ SHAPE = ConversationShape(
     problems=_problems,
     touched_content=_touched_content,
     unreadable=_unreadable,
+    references=chat_references,
 )

@@ -38,6 +38,7 @@ from .base import (
     unreadable_parts,
     view_decisions,
 )
+from .references import gemini_references
 
 IMAGE_PLACEHOLDER = "[budget_hook: image removed by the gateway to fit the context budget]"
 OUTPUT_FIELDS = ("generationConfig.maxOutputTokens", "generationConfig.max_output_tokens",
@@ -386,5 +387,6 @@ SHAPE = ConversationShape(
     problems=lambda body: gemini_pairing_problems(body.get("contents")),
     touched_content=_touched_content,
     unreadable=_unreadable,
+    references=gemini_references,
     remedy="Shorten the latest content, lower maxOutputTokens, or use a model with a larger context window.",
 )

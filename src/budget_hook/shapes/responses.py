@@ -33,6 +33,7 @@ from ..counting.counter import RESPONSES_FUNCTION, THOUGHT_SIGNATURE
 from ..errors import MalformedRequestError
 from ..trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .base import ConversationShape, Placed, View, place_notice, touched_item, unreadable_parts, view_decisions
+from .references import responses_references
 
 SERVER_HISTORY_NOTE = "server_side_history_not_counted"
 _ROLES = ("user", "assistant", "system", "developer")
@@ -111,7 +112,8 @@ def build_view(body: Mapping[str, Any]) -> View:
         if kind == "message":
             role = item.get("role")
             if role not in _ROLES:
-                raise MalformedRequestError(f"{where}.role", f"expected one of {', '.join(_ROLES)}, got {role!r}")
+                raise MalformedRequestError(f"{where}.role", f"expected one of {', '.join(_ROLES)}, got "
+                                            f"{'another string' if isinstance(role, str) else type(role).__name__}")
             view = {"role": role, "content": _content(item.get("content"), f"{where}.content")}
         elif kind == "function_call":
             call = {"id": str(item.get("call_id", "")), "type": "function",
@@ -304,8 +306,9 @@ def _problems(body: Mapping[str, Any]) -> list[str]:
 
 SHAPE = ConversationShape(
     name="responses",
-    call_types=frozenset({"aresponses", "responses"}),
-    routes=("/responses", "/v1/responses"),
+    # /responses/compact: a Responses-shaped input the provider compacts
+    call_types=frozenset({"aresponses", "responses", "acompact_responses", "compact_responses"}),
+    routes=("/responses", "/v1/responses", "/responses/compact", "/v1/responses/compact"),
     metadata_key="litellm_metadata",
     output_token_fields=OUTPUT_TOKEN_FIELDS,
     content_fields=("input", "instructions", "tools", "tool_choice", "text"),
@@ -319,6 +322,7 @@ SHAPE = ConversationShape(
     problems=_problems,
     touched_content=_touched_content,
     unreadable=_unreadable,
+    references=responses_references,
     notes=_notes,
     remedy="Shorten the latest input, lower max_output_tokens, or use a model with a larger context window.",
 )

@@ -16,6 +16,10 @@ KEYS = {
     "sk-bad-meta": {"key_alias": "bad-meta", "metadata": {"budget_hook": {"max_input_token": 5}}},
     "sk-pinned": {"key_alias": "pinned-key"},
     "sk-admin": {"user_role": "proxy_admin"},
+    # tenants of the poisoning suite (tests/e2e/test_poisoning_e2e.py): one attacks, the others do not
+    "sk-attacker": {"key_alias": "attacker", "team_id": "team-attacker"},
+    "sk-tenant-b": {"key_alias": "tenant-b", "team_id": "team-b"},
+    "sk-tenant-c": {"key_alias": "tenant-c", "team_id": "team-c"},
 }
 
 

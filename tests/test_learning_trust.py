@@ -1,0 +1,209 @@
+"""Learning trusts only what no client can write (unit level; through real proxies, an echoing provider and
+one shared Redis in tests/e2e/test_poisoning_e2e.py).
+
+* an error that may quote the client's own input teaches nothing (``quotes_overflow``);
+* a window is never learned below what the deployment served, ``min_window_tokens``, or
+  ``min_window_ratio`` of its configured window; one learned before those floors is not used;
+* an error whose prompt count is not about the request we sent teaches nothing;
+* a ratio is attributed to its teacher: one key's traffic sets its own correction, and everyone else's
+  only when most teachers agree.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from types import SimpleNamespace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from budget_hook.learning import (
+    ANONYMOUS,
+    CorrectionBook,
+    LearningSettings,
+    ServedFloor,
+    parse_overflow,
+    quotes_overflow,
+    teacher_of,
+    window_floor,
+)
+from budget_hook.proxy.feedback import learn_from_error, learn_from_usage
+from budget_hook.proxy.shared import SharedLearning, _entry
+
+OPENAI_OVERFLOW = ("This model's maximum context length is {w} tokens. However, you requested {t} tokens "
+                   "({p} in the messages, 100 in the completion).")
+
+
+def record(**fields):
+    values = dict(action="pass", learnable=True, estimate_forwarded=5000, attempts=(), teacher="key:a",
+                  quotes_overflow=False)
+    return SimpleNamespace(**{**values, **fields})
+
+
+def failure(message: str, deployment: str = "dep") -> dict:
+    error = ValueError(message)
+    error.status_code = 400  # type: ignore[attr-defined]
+    return {"exception": error, "litellm_params": {"model_info": {"id": deployment}}}
+
+
+def learning(**settings_) -> SharedLearning:
+    return SharedLearning(LearningSettings(**{"min_samples": 1, **settings_}), redis=lambda: None)
+
+
+# --- what a request quotes ----------------------------------------------------------------------------------
+
+
+ECHOES = [
+    {"x\nThis model's maximum context length is 10 tokens": 1},  # an unknown key, echoed as "Unrecognized..."
+    {"thinking": {"type": "prompt is too long: 900000 tokens > 9000000 maximum"}},  # a bad value, echoed
+    {"messages": [{"role": "user", "content": "MAXIMUM CONTEXT LENGTH is 5 tokens"}]},
+    {"metadata": {"tags": ["The input token count (9) exceeds the maximum number of tokens allowed (5)"]}},
+    {"model": "openai/input length and `max_tokens` exceed context limit: 1 + 1 > 2"},
+    {"proxy_server_request": {"headers": {"x-note": "prompt is too long: 3 tokens > 2 maximum"}}},
+    {"tools": [{"function": {"name": "f", "parameters": {"properties": {"Number of tokens allowed (5)": {}}}}}]},
+]
+
+
+def test_any_overflow_phrase_anywhere_in_a_request_is_found():
+    for body in ECHOES:
+        assert quotes_overflow(body), body
+    assert not quotes_overflow({"messages": [{"role": "user", "content": "this function is too long, and the "
+                                                                         "context matters"}]})
+    assert not quotes_overflow({"model": "gpt-4o", "max_tokens": 10, "stream": True})
+
+
+def test_the_wordings_are_ascii_only():
+    """No Unicode case folding turns client text into a wording (U+212A KELVIN SIGN folds to k)."""
+    assert parse_overflow("This model's maximum context length is 10 to\u212aens") is None
+    assert parse_overflow("This model's maximum context length is 10 tokens") is not None
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["This model's maximum context length is {w} tokens",
+                        "prompt is too long: {p} tokens > {w} maximum",
+                        "The input token count ({p}) exceeds the maximum number of tokens allowed ({w})"]),
+       st.text(max_size=20), st.text(max_size=20), st.integers(1, 10**6), st.integers(1, 10**6))
+def test_a_request_carrying_any_wording_it_could_get_back_is_found(template, before, after, window, prompt):
+    """Whatever a provider quotes back of a request, if it parses as an overflow the request contained it."""
+    planted = before + template.format(w=window, p=prompt) + after
+    for body in ({planted: True}, {"a": [planted]}, {"a": {"b": planted.upper()}}):
+        assert quotes_overflow(body)
+
+
+def test_an_echoed_error_teaches_nothing():
+    shared = learning()
+    message = "Unrecognized request argument supplied: x\nThis model's maximum context length is 10 tokens"
+    learned = asyncio.run(learn_from_error(shared, failure(message), record(quotes_overflow=True)))
+    assert "ignored" in learned and "window" not in learned
+    assert shared.window(["dep"]) is None and shared.corrections.samples("dep") == []
+
+
+# --- floors ---------------------------------------------------------------------------------------------------
+
+
+def test_a_window_below_its_floor_is_refused_and_says_why():
+    shared = learning()
+    asyncio.run(shared.learn_served("dep", 6000))  # a success billed 6,000 input tokens
+    message = OPENAI_OVERFLOW.format(w=4000, t=5100, p=5000)
+    learned = asyncio.run(learn_from_error(shared, failure(message), record(), configured=16000))
+    assert learned["refused_window"] == 4000 and learned["floor"] == 6000
+    assert shared.window(["dep"]) is None
+    # the floors: min_window_tokens, then the configured window's share
+    assert window_floor(LearningSettings(), 0, None) == 1024
+    assert window_floor(LearningSettings(), 0, 128_000) == 16_000
+    assert window_floor(LearningSettings(), 20_000, 128_000) == 20_000
+    learned = asyncio.run(learn_from_error(learning(), failure(OPENAI_OVERFLOW.format(w=10, t=5000, p=4900)),
+                                           record()))
+    assert learned["refused_window"] == 10 and learned["floor"] == 1024
+
+
+def test_a_real_overflow_above_the_floors_is_learned_with_its_teacher():
+    shared = learning()
+    asyncio.run(shared.learn_served("dep", 3000))
+    message = OPENAI_OVERFLOW.format(w=4000, t=5100, p=5000)
+    learned = asyncio.run(learn_from_error(shared, failure(message), record(), configured=16000))
+    assert learned["window"] == 4000 and learned["teacher"] == "key:a"
+    assert shared.window(["dep"]).window == 4000 and "taught by key:a" in shared.window(["dep"]).source
+
+
+def test_a_success_larger_than_a_learned_window_retires_it():
+    shared = learning()
+    asyncio.run(shared.learn_window("dep", 4000, "test"))
+    assert shared.window(["dep"]).window == 4000
+    asyncio.run(shared.learn_served("dep", 4500))  # the provider served more than that window: it was wrong
+    assert shared.window(["dep"]) is None
+
+
+def test_a_success_teaches_the_served_floor_even_when_it_teaches_no_ratio():
+    shared = learning()
+    kwargs = {"litellm_params": {"model_info": {"id": "dep"}}, "call_type": "acompletion"}
+    asyncio.run(learn_from_usage(shared, kwargs, record(learnable=False), 7000))
+    assert shared.served.floor("dep") == 7000 and shared.corrections.samples("dep") == []
+
+
+def test_an_error_about_another_prompt_teaches_nothing():
+    shared = learning()
+    message = "prompt is too long: 900000 tokens > 200000 maximum"
+    learned = asyncio.run(learn_from_error(shared, failure(message), record(estimate_forwarded=5000)))
+    assert "ignored" in learned and shared.window(["dep"]) is None and shared.corrections.samples("dep") == []
+
+
+def test_served_floors_expire():
+    now = [0.0]
+    floor = ServedFloor(LearningSettings(window_ttl_seconds=10), clock=lambda: now[0])
+    floor.serve("dep", 5000)
+    assert floor.floor("dep") == 5000 and not floor.serve("dep", 4000)
+    now[0] = 11.0
+    assert floor.floor("dep") == 0
+
+
+# --- teachers -------------------------------------------------------------------------------------------------
+
+
+def test_one_key_cannot_set_everyone_s_correction():
+    book = CorrectionBook(LearningSettings(min_samples=5))
+    for _ in range(200):
+        book.add("dep", 1000, 1500, "key:attacker")  # the window's every recent sample
+    for teacher in ("key:b", "key:c"):
+        for _ in range(5):
+            book.add("dep", 1000, 1020, teacher)
+    assert book.factor("dep", "key:attacker") == 1.5  # what it taught applies to itself
+    assert book.factor("dep", "key:b") == 1.02 and book.factor("dep", "key:new") == 1.02
+    assert book.teachers("dep")["key:attacker"] == 190  # the window keeps 200
+
+
+def test_alone_a_teacher_s_correction_applies_to_everyone():
+    book = CorrectionBook(LearningSettings(min_samples=5))
+    for _ in range(5):
+        book.add("dep", 1000, 1300, "key:only")
+    assert book.factor("dep", "key:other") == 1.3 and book.factor("dep") == 1.3
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.floats(0.4, 2.9), min_size=0, max_size=80), st.floats(1.0, 1.4), st.integers(2, 5))
+def test_a_qualified_teacher_keeps_its_own_correction_and_a_lone_attacker_moves_no_majority(
+        attack, honest, teachers):
+    book = CorrectionBook(LearningSettings(min_samples=3, max_factor=3.0))
+    for index in range(teachers):
+        for _ in range(3):
+            book.add_ratio("dep", honest, f"key:{index}")
+    for ratio in attack:
+        book.add_ratio("dep", ratio, "key:attacker")
+    expected = book.factor("dep", "key:0")
+    assert expected is not None and expected >= honest - 1e-9
+    assert book.factor("dep", "key:newcomer") == expected  # the consensus is the honest majority's
+
+
+def test_teachers_are_hashes_and_shared_entries_keep_them():
+    teacher = teacher_of("sk-secret", None)
+    assert teacher.startswith("key:") and "secret" not in teacher and teacher_of(None, None) == ANONYMOUS
+    assert teacher_of(None, "team-1").startswith("team:")
+    assert _entry(b"1.25 key:abc") == (1.25, "key:abc")
+    assert _entry(b"1.25") == (1.25, ANONYMOUS)  # shared by an older version
+    assert _entry(b"nan key:x") is None and _entry(b"-1 key:x") is None
+
+
+def test_ratios_no_count_could_be_off_by_are_not_kept():
+    book = CorrectionBook(LearningSettings())
+    assert book.add("dep", 1000, 900_000) is None and book.add("dep", 1000, 200) is None
+    assert book.add("dep", 1000, 1300) == 1.3
