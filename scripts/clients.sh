@@ -9,8 +9,8 @@ REQS=tests/e2e/clients/requirements.txt
 if [ "$(cat .venv-clients/.stamp 2>/dev/null)" != "$(client_stamp $REQS)" ]; then
     echo "== installing the Python test clients into .venv-clients ($REQS)" >&2
     rm -rf .venv-clients
-    { .venv/bin/uv venv --quiet --python .venv/bin/python .venv-clients \
-        && .venv/bin/uv pip install --quiet --python .venv-clients/bin/python -r $REQS; } \
+    { "${VENV:-.venv}/bin/uv" venv --quiet --python "${VENV:-.venv}/bin/python" .venv-clients \
+        && "${VENV:-.venv}/bin/uv" pip install --quiet --python .venv-clients/bin/python -r $REQS; } \
         || { "${PYTHON:-python3}" -m venv .venv-clients && .venv-clients/bin/python -m pip install --quiet \
              --disable-pip-version-check -r $REQS; } \
         && client_stamp $REQS > .venv-clients/.stamp \

@@ -7,6 +7,13 @@ import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
+
+# CI runs the property tests on a fixed sequence of examples (a red CI must mean a change broke something, not
+# that a new random example turned up); local runs keep exploring, and keep what they find in .hypothesis/
+settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

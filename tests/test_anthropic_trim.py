@@ -153,8 +153,18 @@ def test_thinking_messages_are_never_edited():
     for message in body["messages"]:
         if message["role"] == "assistant":
             message["content"].append({"type": "text", "text": "long reasoning " * 400})
-    result = check(body, budget_for(body, 0.5), TrimPolicy(drop_old_turns=False))
-    assert result is None or not any(a.action == "shortened" for a in result.report.actions)
+    thinking = {i for i, m in enumerate(body["messages"]) if m["role"] == "assistant"
+                and any(b.get("type") == "thinking" for b in m["content"])}
+    result = check(body, budget_for(body, 0.5))
+    assert result is not None and result.report.changed
+    actions = {a.index: a.action for a in result.report.actions}
+    assert actions.keys() & thinking  # it had to touch them: each one left whole
+    assert all(actions[i] == "dropped" for i in thinking if i in actions)
+    assert any(a == "shortened" for a in actions.values())  # the long reply without thinking was shortened
+    for index in thinking - actions.keys():  # and the ones that stay are byte-identical
+        assert body["messages"][index] in result.request["messages"]
+    # when only editing them could fit (no turn may leave), the request is refused, never edited
+    assert check(body, budget_for(body, 0.5), TrimPolicy(drop_old_turns=False)) is None
 
 
 def test_cached_prefix_is_protected_unless_it_cannot_fit_otherwise():

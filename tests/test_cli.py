@@ -40,7 +40,7 @@ def test_trim_uses_the_model_map_window(tmp_path):
     path.write_text(json.dumps(request))
     fits = run("trim", "--model", "gpt-4o", str(path))
     assert fits.returncode == 0 and json.loads(fits.stdout)["report"]["changed"] is False
-    trimmed = run("trim", "--model", "gpt-4o", "--max-input-tokens", "9000", "--max-tokens", "500", str(path))
+    trimmed = run("trim", "--model", "gpt-4o", "--window", "9000", "--max-tokens", "500", str(path))
     assert trimmed.returncode == 0, trimmed.stderr
     data = json.loads(trimmed.stdout)
     assert data["report"]["changed"] and data["report"]["tokens_after"] <= data["report"]["budget"]["budget"]
@@ -49,7 +49,7 @@ def test_trim_uses_the_model_map_window(tmp_path):
 
 def test_trim_that_cannot_fit_exits_2_with_json_error():
     body = {"messages": [{"role": "user", "content": "word " * 3000}]}
-    out = run("trim", "--model", "gpt-4o", "--max-input-tokens", "1000", stdin=json.dumps(body))
+    out = run("trim", "--model", "gpt-4o", "--window", "1000", stdin=json.dumps(body))
     assert out.returncode == 2
     error = json.loads(out.stdout)["error"]
     assert error["code"] == "context_length_exceeded" and error["facts"]["window"] == 1000
@@ -67,7 +67,7 @@ def test_malformed_input_exits_1_naming_the_field(stdin, needle):
 
 def test_unknown_model_without_window_is_a_usage_error():
     out = run("trim", "--model", "my-private-model", stdin=json.dumps({"messages": []}))
-    assert out.returncode == 1 and "--max-input-tokens" in out.stderr
+    assert out.returncode == 1 and "--window" in out.stderr
 
 
 ROOT_CONFIG = Path(__file__).resolve().parents[1] / "litellm_config.yaml"
@@ -226,7 +226,7 @@ def squeezed(name: str) -> tuple[dict, str, list[str]]:
     """A conversation body, its model, and trim options that put it about a quarter over its budget."""
     body, model = CONVERSATION_BODIES[name]
     window = library_count(name, body, model) * 3 // 4
-    return body, model, ["--max-input-tokens", str(window), "--max-tokens", "500"]
+    return body, model, ["--window", str(window), "--max-tokens", "500"]
 
 
 def check_native(name: str, original: dict, request: dict) -> None:
@@ -283,8 +283,8 @@ def test_trim_of_a_responses_body_from_the_console_script():
 
 
 INPUT_CASES = {  # name -> (body, model, options that fit, options under which input[1] is over the limit)
-    "completions": (COMPLETIONS, "gpt-3.5-turbo-instruct", [], ["--max-input-tokens", "1000"]),
-    "embeddings": (EMBEDDINGS, "text-embedding-3-small", [], ["--max-input-tokens", "1000"]),
+    "completions": (COMPLETIONS, "gpt-3.5-turbo-instruct", [], ["--window", "1000"]),
+    "embeddings": (EMBEDDINGS, "text-embedding-3-small", [], ["--window", "1000"]),
 }
 
 
@@ -321,7 +321,7 @@ def test_trim_blocks_an_input_over_the_limit_naming_it(cli, name):
 
 
 def test_an_embedding_input_over_the_limit_exits_2_from_the_console_script():
-    out = run("trim", "--model", "text-embedding-3-small", "--max-input-tokens", "1000", stdin=json.dumps(EMBEDDINGS))
+    out = run("trim", "--model", "text-embedding-3-small", "--window", "1000", stdin=json.dumps(EMBEDDINGS))
     assert out.returncode == 2
     error = json.loads(out.stdout)["error"]
     assert error["facts"]["over"][0]["index"] == 1
@@ -461,17 +461,17 @@ LONG_CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "word "
 
 
 def test_a_zero_window_is_rejected(cli):
-    code, _, err = cli("trim", "--model", "gpt-4o", "--max-input-tokens", "0", stdin=json.dumps(LONG_CHAT))
+    code, _, err = cli("trim", "--model", "gpt-4o", "--window", "0", stdin=json.dumps(LONG_CHAT))
     assert code == 1 and "must be positive" in err
 
 
 def test_a_negative_window_is_rejected(cli):
-    code, _, err = cli("trim", "--model", "gpt-4o", "--max-input-tokens", "-5", stdin=json.dumps(LONG_CHAT))
+    code, _, err = cli("trim", "--model", "gpt-4o", "--window", "-5", stdin=json.dumps(LONG_CHAT))
     assert code == 1 and "must be positive" in err
 
 
 def test_a_negative_output_reserve_is_rejected(cli):
-    code, out, _ = cli("trim", "--model", "gpt-4o", "--max-input-tokens", "1000", "--max-tokens", "-500",
+    code, out, _ = cli("trim", "--model", "gpt-4o", "--window", "1000", "--max-tokens", "-500",
                        stdin=json.dumps(LONG_CHAT))
     assert code == 1, json.loads(out)["report"]["budget"]
 
@@ -486,3 +486,38 @@ def test_a_body_nested_too_deep_is_an_input_error_naming_the_field(cli):
         code, out, err = cli(command, "--model", "gpt-4o", stdin=json.dumps(body))
         assert code == 1 and out == "" and err.startswith("budget-hook: tools[0].function.parameters")
         assert "nested more than 100 levels deep" in err
+
+
+# --- issue 22, 6: the CLI's window is the proxy's; --max-input-tokens is the setting's cap -----------------
+
+HI = json.dumps({"messages": [{"role": "user", "content": "hi"}]})
+
+
+def _budget_of(cli, *args: str) -> dict:
+    code, out, err = cli("trim", *args, stdin=HI)
+    assert code == 0, err
+    return json.loads(out)["report"]["budget"]
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5", "anthropic/claude-sonnet-4-5"])
+def test_a_claude_model_whose_1m_needs_the_beta_header_gets_the_proxy_s_200k(cli, model):
+    from budget_hook.proxy.windows import limits_of
+
+    class Router:  # what the proxy's router answers for a deployment of this model (the model map)
+        def get_router_model_info(self, deployment, received_model_name):
+            from budget_hook.budget import lookup_max_input_tokens
+
+            return {"max_input_tokens": lookup_max_input_tokens(deployment["litellm_params"]["model"])}
+
+    deployment = {"model_name": "claude", "litellm_params": {"model": "anthropic/claude-sonnet-4-5"}}
+    proxy_window = limits_of(Router(), "claude", [deployment]).window
+    assert proxy_window == 200_000
+    assert _budget_of(cli, "--model", model)["window"] == proxy_window
+    assert _budget_of(cli, "--model", model, "--context-1m")["window"] == 1_000_000
+
+
+def test_max_input_tokens_is_a_cap_below_the_window_as_the_setting_is(cli):
+    budget = _budget_of(cli, "--model", "gpt-4o", "--max-input-tokens", "7000")
+    assert (budget["window"], budget["cap"], budget["budget"]) == (128000, 7000, 7000)
+    budget = _budget_of(cli, "--model", "gpt-4o", "--window", "7000")
+    assert budget["window"] == 7000 and budget["cap"] is None and budget["budget"] < 7000

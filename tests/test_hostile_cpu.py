@@ -426,6 +426,8 @@ AUDITED: dict[tuple[str, str | bytes], str] = {
         "provider error text, at most 4,000 characters; literal start",
     ("budget_hook.learning.overflow", r"maximum context length is\s*(?P<window>\d[\d,]*)\s*tokens.{0,60}?request has"
      r"\s*(?P<prompt>\d[\d,]*)\s*input tokens"): "provider error text, at most 4,000 characters; literal start",
+    ("budget_hook.learning.overflow", r"maximum context length is\s*(?P<window>\d[\d,]*)\s*tokens.{0,60}?resulted in"
+     r"\s*(?P<prompt>\d[\d,]*)\s*tokens"): "provider error text, at most 4,000 characters; literal start",
     ("budget_hook.learning.overflow", r"maximum context length is\s*(?P<window>\d[\d,]*)\s*tokens"):
         "provider error text, at most 4,000 characters",
     ("budget_hook.learning.overflow", r"input token count\s*\(?(?P<prompt>\d[\d,]*)\)?\s*exceeds the maximum number of "

@@ -12,10 +12,19 @@ from hypothesis import strategies as st
 
 import budget_hook
 from budget_hook.errors import PolicyError
-from budget_hook.knobs import knob_bounds
+from budget_hook.knobs import knob_bounds, knob_fields
+from budget_hook.learning import LearningSettings
 from budget_hook.pipeline import DecisionRecord
 from budget_hook.policy import Policy
-from budget_hook.policy.settings import POLICY_KNOBS, PolicyFields, load_settings
+from budget_hook.policy.settings import (
+    POLICY_KNOBS,
+    PROCESS_SETTINGS,
+    LearningModel,
+    PluginSettings,
+    PluginSettingsModel,
+    PolicyFields,
+    load_settings,
+)
 from budget_hook.shapes import SHAPES, ConversationShape, ShapeRegistry
 from budget_hook.shapes.chat import SHAPE as CHAT
 from budget_hook.trimming import (
@@ -27,7 +36,7 @@ from budget_hook.trimming import (
     ActionKind,
     TrimPolicy,
 )
-from budget_hook.trimming.steps import action_counts
+from budget_hook.trimming.ladder import action_counts
 
 PACKAGE = Path(budget_hook.__file__).parent
 
@@ -64,7 +73,9 @@ def test_the_registry_refuses_a_shape_that_cannot_write_back_every_editing_actio
 def test_steps_are_the_single_declaration_of_actions():
     assert sorted(ACTION_KINDS) == sorted(get_args(ActionKind))
     assert {"dropped"} == REMOVING_ACTIONS
-    assert list(dict.fromkeys(r.action for r in REDUCTIONS)) == list(ACTION_KINDS)
+    assert ACTION_KINDS == ("images_removed", "compacted", "shortened", "dropped")  # first use along the ladder
+    assert EDITING_ACTIONS == ("images_removed", "compacted", "shortened")
+    assert {r.action for r in REDUCTIONS if r.removes} == REMOVING_ACTIONS
     assert len({r.name for r in REDUCTIONS}) == len(REDUCTIONS)
     for reduction in REDUCTIONS:
         assert isinstance(getattr(TrimPolicy(), reduction.enabled_by), bool), reduction.enabled_by
@@ -73,6 +84,29 @@ def test_steps_are_the_single_declaration_of_actions():
 def test_stages_give_up_older_material_first():
     # the order is the contract: older history, the agent loop in progress, the newest results, opening context
     assert [stage.name for stage in STAGES] == ["older_history", "latest_loop", "opening_context", "reduce_task"]
+
+
+def test_reductions_are_tried_lightest_first():
+    """The ladder's order is the contract: a message's reductions are tried in this order, removals after
+    the edits of the same region, the opening context's last."""
+    assert [(r.name, r.action, r.enabled_by) for r in REDUCTIONS] == [
+        ("images", "images_removed", "drop_old_images"),
+        ("soften", "compacted", "soften_tool_results"),
+        ("compact", "compacted", "compact_tool_results"),
+        ("shorten", "shortened", "shorten_assistant_messages"),
+        ("drop", "dropped", "drop_old_turns"),
+        ("drop_latest_steps", "dropped", "drop_latest_turn_steps"),
+        ("reduce_recent", "compacted", "reduce_recent_tool_results"),
+        ("drop_context", "dropped", "drop_opening_context"),
+        ("reduce_opening", "shortened", "reduce_opening_context"),
+    ]
+
+
+def test_the_trim_state_sits_below_the_ladder():
+    """No cycle: ``state`` imports neither the ladder nor the engine; the ladder imports the state."""
+    source = (PACKAGE / "trimming" / "state.py").read_text(encoding="utf-8")
+    assert "from .ladder" not in source and "from .engine" not in source
+    assert "from .state import TrimState" in (PACKAGE / "trimming" / "ladder.py").read_text(encoding="utf-8")
 
 
 def test_counts_and_headers_derive_from_the_steps_and_never_fail_on_an_unknown_action():
@@ -102,7 +136,7 @@ NUMERIC_KNOBS = [knob for _, knob in POLICY_KNOBS
                  if (isinstance(knob.default, (int, float)) and not isinstance(knob.default, bool))
                  or knob.name == "max_input_tokens"]
 #: knobs that are also checked against each other (min <= max), beyond their own bounds
-PAIRED = {"output_reserve_min", "output_reserve_max"}
+PAIRED = {"output_reserve_min", "output_reserve_max", "tool_result_keep_chars", "tool_result_soft_keep_chars"}
 
 
 @settings(max_examples=300, deadline=None)
@@ -128,3 +162,29 @@ def test_the_yaml_edge_and_the_policy_accept_the_same_values(knob, value):
         assert policy_ok == in_bounds, (knob.name, value)
     elif not in_bounds:
         assert not policy_ok, (knob.name, value)
+
+
+@pytest.mark.parametrize("cls", [PluginSettings, LearningSettings])
+def test_process_and_learning_settings_are_knobs_the_yaml_edge_derives_from(cls):
+    """Declared once: each process and learning setting is a knob; its YAML field has its default, bounds
+    and doc, so a new one needs no second declaration."""
+    model = PluginSettingsModel if cls is PluginSettings else LearningModel
+    knobs = knob_fields(cls)
+    assert knobs and all(knob.metadata["doc"] for knob in knobs)
+    for knob in knobs:
+        yaml = model.model_fields[knob.name]
+        assert yaml.default == knob.default and yaml.description == knob.metadata["doc"], knob.name
+        for name, bound in knob_bounds(knob).items():
+            assert any(getattr(m, name, None) == bound for m in yaml.metadata), (knob.name, name)
+    assert tuple(k.name for k in knob_fields(PluginSettings)) == PROCESS_SETTINGS
+    assert load_settings({}).learning == LearningSettings() and load_settings({}) == PluginSettings(
+        layers=load_settings({}).layers)
+
+
+@pytest.mark.parametrize(("keep", "other"), [("tool_result_keep_chars", "tool_result_soft_keep_chars")])
+def test_a_cut_never_keeps_more_than_a_lighter_one(keep, other):
+    with pytest.raises(PolicyError, match=keep):
+        TrimPolicy(**{keep: 3000, other: 2000})
+    with pytest.raises(PolicyError, match=keep):
+        load_settings({keep: 3000, other: 2000})
+    assert TrimPolicy(**{keep: 2000, other: 2000})

@@ -403,7 +403,7 @@ def test_learning_settings_are_validated():
     assert load_settings({"learning": {"share": False}}).learning.share == "off"  # YAML's bare off
     from budget_hook.errors import PolicyError
     for bad in ({"learning": {"min_factor": 2.0, "max_factor": 1.5}}, {"learning": {"window": True}},
-                {"learning": {"quantil": 0.9}}, {"provider_count": "always"}):
+                {"learning": {"quantil": 0.9}}, {"provider_count": "sometimes"}):
         with pytest.raises(PolicyError):
             load_settings(bad)
 

@@ -28,7 +28,7 @@ from budget_hook.learning import (
     window_floor,
 )
 from budget_hook.proxy.feedback import learn_from_error, learn_from_usage
-from budget_hook.proxy.shared import SharedLearning, _entry
+from budget_hook.proxy.shared import SharedLearning, _teachers
 
 OPENAI_OVERFLOW = ("This model's maximum context length is {w} tokens. However, you requested {t} tokens "
                    "({p} in the messages, 100 in the completion).")
@@ -36,7 +36,7 @@ OPENAI_OVERFLOW = ("This model's maximum context length is {w} tokens. However, 
 
 def record(**fields):
     values = dict(action="pass", learnable=True, estimate_forwarded=5000, attempts=(), teacher="key:a",
-                  quotes_overflow=False)
+                  quotes_overflow=False, metrics_group="open")
     return SimpleNamespace(**{**values, **fields})
 
 
@@ -169,7 +169,18 @@ def test_one_key_cannot_set_everyone_s_correction():
             book.add("dep", 1000, 1020, teacher)
     assert book.factor("dep", "key:attacker") == 1.5  # what it taught applies to itself
     assert book.factor("dep", "key:b") == 1.02 and book.factor("dep", "key:new") == 1.02
-    assert book.teachers("dep")["key:attacker"] == 190  # the window keeps 200
+    assert book.teachers("dep") == {"key:attacker": 200, "key:b": 5, "key:c": 5}  # a flood evicts no one else
+
+
+def test_one_key_cannot_lower_what_others_taught():
+    """A hundred keys, each below min_samples, teach 1.2 together; one key then teaches 0.9 on its own."""
+    book = CorrectionBook(LearningSettings(min_samples=5, min_factor=0.5))
+    for index in range(100):
+        book.add("dep", 1000, 1200, f"key:{index}")
+    assert book.factor("dep", "key:new") == 1.2
+    for _ in range(200):
+        book.add("dep", 1000, 900, "key:attacker")
+    assert book.factor("dep", "key:new") == 1.2 and book.factor("dep", "key:attacker") == 1.2
 
 
 def test_alone_a_teacher_s_correction_applies_to_everyone():
@@ -198,12 +209,96 @@ def test_teachers_are_hashes_and_shared_entries_keep_them():
     teacher = teacher_of("sk-secret", None)
     assert teacher.startswith("key:") and "secret" not in teacher and teacher_of(None, None) == ANONYMOUS
     assert teacher_of(None, "team-1").startswith("team:")
-    assert _entry(b"1.25 key:abc") == (1.25, "key:abc")
-    assert _entry(b"1.25") == (1.25, ANONYMOUS)  # shared by an older version
-    assert _entry(b"nan key:x") is None and _entry(b"-1 key:x") is None
+    shared = {b"key:old": b"100 1.25 1.3", b"key:new": b"200 1.1 nan -1", b"key:bad": b"300 x"}
+    assert _teachers(shared) == {"key:old": [1.25, 1.3], "key:new": [1.1]}  # least recently taught first
 
 
 def test_ratios_no_count_could_be_off_by_are_not_kept():
     book = CorrectionBook(LearningSettings())
     assert book.add("dep", 1000, 900_000) is None and book.add("dep", 1000, 200) is None
     assert book.add("dep", 1000, 1300) == 1.3
+
+
+def test_a_wildcard_deployment_teaches_nothing():
+    """One deployment id serves every model the client names behind ``openai/*``."""
+    shared = learning()
+    wild = record(metrics_group="wild/*")
+    learned = asyncio.run(learn_from_error(shared, failure(OPENAI_OVERFLOW.format(w=1500, t=3100, p=3000)), wild))
+    assert "ignored" in learned and shared.window(["dep"]) is None
+    kwargs = {"litellm_params": {"model_info": {"id": "dep"}}, "call_type": "acompletion"}
+    assert asyncio.run(learn_from_usage(shared, kwargs, wild, 7000)) is None and shared.served.floor("dep") == 0
+
+
+def test_a_floor_stays_while_the_deployment_keeps_serving():
+    now = [0.0]
+    floor = ServedFloor(LearningSettings(window_ttl_seconds=10), clock=lambda: now[0])
+    floor.serve("dep", 5000)
+    for moment in (8.0, 16.0, 24.0):  # smaller prompts keep coming
+        now[0] = moment
+        floor.serve("dep", 1000)
+    assert floor.floor("dep") == 5000
+
+
+def test_a_comma_list_gets_the_strictest_policy_of_its_groups():
+    from budget_hook.policy import load_settings
+
+    layers = load_settings({"models": {"a-open": {"mode": "shadow"}, "z-strict": {"max_input_tokens": 3000}}}).layers
+    resolved = layers.resolve(model_group="z-strict,a-open", routed_groups=("a-open", "z-strict"))
+    assert resolved.policy.mode == "enforce" and resolved.policy.budget.max_input_tokens == 3000
+    alone = layers.resolve(model_group="alias", routed_groups=("a-open",))
+    assert alone.policy.mode == "shadow"  # one routed group: its own policy
+
+
+def test_metadata_values_are_never_quoted_in_records():
+    from budget_hook.pipeline.decider import setting_names
+
+    secret = "PII-jane.doe@example.com"
+    assert secret not in setting_names({"mode": secret, secret: 1}) and "mode" in setting_names({"mode": secret})
+    assert "max_input_token" in setting_names({"max_input_token": 5})
+
+
+def test_keys_inside_content_weigh_in_the_offload_choice():
+    from budget_hook.proxy.offload import approximate_size
+
+    key = "A" * 2_000_000
+    body = {"tools": [{"type": "function", "function": {"name": "f", "parameters": {"properties": {key: {}}}}}]}
+    assert approximate_size(body, 50_000, ("tools",)) >= 50_000
+
+
+TRANSFORMED = [  # a request whose text a provider (or LiteLLM on the way) may turn into an overflow sentence
+    {"a": "ｍａｘｉｍｕｍ　ｃｏｎｔｅｘｔ　ｌｅｎｇｔｈ"},  # full-width: NFKC
+    {"a": "maxi\u200bmum context length"},  # a zero-width space
+    {"proxy_server_request": {"url": "http://gw/v1/x?q=maximum%20context+length"}},  # a query string
+    {"messages": [{"content": [{"type": "text", "text": "maximum con"}, {"type": "text", "text": "text length"}]}]},
+    {"tool_calls": [{"function": {"arguments": '{"a": "\\u006daximum context length"}'}}]},  # JSON escapes
+    {"file_data": "data:text/plain;base64,bWF4aW11bSBjb250ZXh0IGxlbmd0aA=="},  # base64 text
+    {"raw": b"maximum context length"},
+]
+
+
+def test_text_a_provider_may_decode_or_normalise_is_found():
+    for body in TRANSFORMED:
+        assert quotes_overflow(body), body
+
+
+def test_an_error_without_a_prompt_count_teaches_no_window():
+    shared = learning()
+    learned = asyncio.run(learn_from_error(shared, failure("This model's maximum context length is 2000 tokens."),
+                                           record()))
+    assert "ignored" in learned and "window" not in learned and shared.window(["dep"]) is None
+    message = ("This model's maximum context length is 4000 tokens. However, your messages resulted in 5000 "
+               "tokens. Please reduce the length of the messages.")
+    assert asyncio.run(learn_from_error(shared, failure(message), record()))["window"] == 4000
+
+
+def test_a_call_id_two_requests_shared_is_marked():
+    from budget_hook.proxy.records import RecordStore
+
+    store: RecordStore[str] = RecordStore()
+    store.remember("id-1", "clean")
+    assert not store.collided("id-1")
+    store.remember("id-1", "quoting")  # a client reused its call id while the first was in flight
+    assert store.collided("id-1") and not store.collided("id-2")
+    store.settle("id-1", "failure")
+    store.remember("id-1", "again")  # or right after it failed
+    assert store.collided("id-1")

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 
 from budget_hook.errors import PolicyError
 from budget_hook.policy import Policy, PolicyLayers
+from budget_hook.policy.layers import TIGHTENING_SETTINGS
 from budget_hook.policy.settings import load_metadata_layer, load_settings
 
 
@@ -97,6 +98,31 @@ def test_metadata_layers_only_tighten_by_default():
     assert resolved.sources == ("config", "teams[ml]", "team_metadata")
     assert set(resolved.ignored_metadata_settings) == {
         "team_metadata.target_ratio", "key_metadata.max_input_tokens", "key_metadata.mode", "key_metadata.fail_mode"}
+
+
+LOOSER = {"max_input_tokens": 50_000, "safety_margin_ratio": 0.01, "mode": "off", "fail_mode": "open"}
+TIGHTER = {"max_input_tokens": 5_000, "safety_margin_ratio": 0.2, "mode": "enforce", "fail_mode": "closed"}
+
+
+@pytest.mark.parametrize("name", sorted(TIGHTENING_SETTINGS))
+def test_every_tightening_rule_refuses_to_loosen(name):
+    """Under ``metadata_policy: tighten`` each rule lets metadata move its setting one way only: a looser
+    value (or the same one) is ignored and reported, a stricter one applies."""
+    assert set(TIGHTENING_SETTINGS) == set(LOOSER) == set(TIGHTER)  # a new rule gets both directions here
+
+    def with_key_metadata(config, value):
+        resolved = config.resolve(model_group="m")
+        layer = load_metadata_layer({name: value}, where="key metadata")
+        return resolved.policy.as_dict()[name], config.with_metadata(resolved, layer, label="key_metadata",
+                                                                      trust=False)
+
+    middle = layers(max_input_tokens=10_000, safety_margin_ratio=0.05, mode="shadow", fail_mode="closed")
+    for value in (LOOSER[name], middle.resolve(model_group="m").policy.as_dict()[name]):
+        current, kept = with_key_metadata(middle, value)
+        assert kept.policy.as_dict()[name] == current and kept.ignored_metadata_settings == (f"key_metadata.{name}",)
+    loose = layers(max_input_tokens=10_000, safety_margin_ratio=0.05, mode="shadow", fail_mode="open")
+    _, tightened = with_key_metadata(loose, TIGHTER[name])
+    assert tightened.policy.as_dict()[name] == TIGHTER[name] and not tightened.ignored_metadata_settings
 
 
 def test_trusted_metadata_applies_fully_and_a_conflicting_layer_is_skipped_with_a_warning():

@@ -700,16 +700,16 @@ def test_nothing_of_a_refused_or_failed_request_is_kept_beyond_its_time():
     with pytest.raises(BudgetHookHTTPError):
         run_hook(plugin, {"model": "g", "messages": [{"role": "user", "content": "word " * 6000}],
                           "litellm_call_id": "refused"})
-    assert "refused" not in plugin._decided
+    assert plugin.records.decided("refused") is None
 
     async def scenario():
         data = {**long_chat(), "litellm_call_id": "failing"}
         await plugin.async_pre_call_hook(UserAPIKeyAuth(), None, data, "acompletion")
-        assert "failing" in plugin._decided
+        assert plugin.records.decided("failing") is not None
         await plugin.async_log_failure_event({"litellm_call_id": "failing", "exception": ValueError("x")},
                                              None, None, None)
         await asyncio.sleep(1.3)
-        return "failing" in plugin._decided
+        return plugin.records.decided("failing") is not None
 
     assert asyncio.run(scenario()) is False
 

@@ -2,11 +2,11 @@
 
 The pipeline, one package per concern (the core never imports litellm; ``proxy`` adapts it to LiteLLM):
 
-* ``shapes``: each request shape (chat, Anthropic messages, Responses, completions, embeddings) as a
-  plug-in behind one registry;
+* ``shapes``: each request shape (chat, Anthropic messages, Responses, Gemini, completions, embeddings) as
+  a plug-in behind one registry;
 * ``counting``: exact OpenAI counts, calibrated estimates for other families (``TokenCounter``);
 * ``budget``: window - output reserve - safety margin, optionally capped (``compute_budget``);
-* ``trimming``: the structure-safe reduction ladder (``trim_request``, steps as data);
+* ``trimming``: the structure-safe reduction ladder (``trim_request``, its rungs as data);
 * ``policy``: operator policy from config, team, key, admin metadata; the YAML edge;
 * ``pipeline``: one request in, one decision and its record out (``decide``);
 * ``proxy``: the LiteLLM adapter. Enable it with ``litellm_settings: callbacks: budget_hook.proxy.plugin``.

@@ -1,9 +1,11 @@
 """``budget-hook``: dry-run the counter and the trimmer on a captured request body of any shape.
 
     budget-hook count [--format F] --model MODEL [FILE|-]
-    budget-hook trim  [--format F] --model MODEL [--max-input-tokens N] [--max-tokens N] [FILE|-]
+    budget-hook trim  [--format F] --model MODEL [--window N] [--context-1m] [--max-input-tokens N] [--max-tokens N]
+                      [FILE|-]
     budget-hook check-config litellm_config.yaml
     budget-hook replay --config litellm_config.yaml [--set KEY=VALUE ...] [--json] [--plot F.svg] traffic.jsonl
+    budget-hook learned [--config litellm_config.yaml] [--redis URL] [--deployment ID] [--reset]
 
 ``--format`` is one of the registered request shapes (chat, anthropic, responses, gemini, completions,
 embeddings); without it the shape is detected from the body. The proxy finds shapes through the same
@@ -16,6 +18,7 @@ which file, which field); 2 the request cannot fit (the error as JSON on stdout,
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from collections.abc import Mapping, Sequence
@@ -101,19 +104,34 @@ def _count(args: argparse.Namespace) -> int:
     return 0
 
 
+def _window(args: argparse.Namespace) -> int:
+    """The input window the proxy would use for this model: ``--window``, else LiteLLM's model map, with the
+    proxy's correction for the Claude models whose 1M window needs Anthropic's ``context-1m`` beta header
+    (200,000 without it; ``--context-1m`` when the deployment sends the header)."""
+    if args.window is not None:
+        return int(args.window)
+    name = args.base_model or args.model
+    window = lookup_max_input_tokens(name)
+    if window is None:
+        raise UsageError(f"--model: no context window known for {args.model!r}; pass --window")
+    from .proxy.windows import header_dependent_window
+
+    beta = {"extra_headers": {"anthropic-beta": "context-1m-2025-08-07"}} if args.context_1m else {}
+    backend = f"anthropic/{args.model}" if args.model.startswith("claude") else args.model  # LiteLLM's own default
+    window, _ = header_dependent_window(backend, args.base_model, window, beta, None)
+    return int(window)
+
+
 def _trim(args: argparse.Namespace) -> int:
     body = _read_body(args.file)
     shape = _shape(args, body)
     counter = TokenCounter.for_model(args.model, base_model=args.base_model)
-    for flag, value in (("--max-input-tokens", args.max_input_tokens), ("--max-tokens", args.max_tokens)):
-        if value is not None and value < (1 if flag == "--max-input-tokens" else 0):
-            raise UsageError(f"{flag} must be {'positive' if flag == '--max-input-tokens' else 'non-negative'} "
-                             f"(a number of tokens), got {value}")
-    window = args.max_input_tokens
-    if window is None:
-        window = lookup_max_input_tokens(args.base_model or args.model)
-    if window is None:
-        raise UsageError(f"--model: no context window known for {args.model!r}; pass --max-input-tokens")
+    for flag, value, least in (("--window", args.window, 1), ("--max-input-tokens", args.max_input_tokens, 1),
+                               ("--max-tokens", args.max_tokens, 0)):
+        if value is not None and value < least:
+            raise UsageError(f"{flag} must be {'positive' if least else 'non-negative'} (a number of tokens), "
+                             f"got {value}")
+    window = _window(args)
     if isinstance(shape, InputsShape):
         return _check_inputs(shape, body, counter, window, args)
     assert isinstance(shape, ConversationShape)
@@ -128,7 +146,9 @@ def _budget(args: argparse.Namespace, body: Mapping[str, Any], shape: Shape, win
     reserve = args.max_tokens
     if reserve is None:
         reserve = requested_output_tokens(body, shape.output_token_fields)
-    return compute_budget(window, requested_output_tokens=reserve, policy=BudgetPolicy())
+    # --max-input-tokens is the setting of the same name: a cap below the window
+    return compute_budget(window, requested_output_tokens=reserve,
+                          policy=BudgetPolicy(max_input_tokens=args.max_input_tokens))
 
 
 def _check_inputs(shape: InputsShape, body: Mapping[str, Any], counter: TokenCounter, window: int,
@@ -137,8 +157,9 @@ def _check_inputs(shape: InputsShape, body: Mapping[str, Any], counter: TokenCou
         budget = _budget(args, body, shape, window)
         limit, terms = budget.budget, budget.as_dict()
     else:
-        limit = window
-        terms = {"window": window, "output_reserve": 0, "safety_margin": 0, "cap": None, "budget": window}
+        cap = args.max_input_tokens
+        limit = min(window, cap) if cap is not None else window
+        terms = {"window": window, "output_reserve": 0, "safety_margin": 0, "cap": cap, "budget": limit}
     result = check_inputs(body.get(shape.field), field=shape.field, counter=counter, limit=limit)
     over = [{"index": o.index, "tokens": o.tokens, "over_by": o.over_by} for o in result.over]
     report = {"format": shape.name, "field": shape.field, "limit": limit, "tokens": list(result.tokens),
@@ -216,10 +237,43 @@ def _check_config(args: argparse.Namespace) -> int:
         "enabled": ENABLE_LINE in callbacks,
         "policy": layers.resolve(model_group="").policy.as_dict(),
         "overrides": {section: sorted(getattr(layers, section)) for section in ("models", "teams", "keys")},
+        # what learning may change, and within which bounds (``budget-hook learned`` shows what it did)
+        "learning": dataclasses.asdict(settings.learning),
     })
     if ENABLE_LINE not in callbacks:
         print(f"budget-hook: settings are valid, but litellm_settings.callbacks does not list {ENABLE_LINE}: "
               f"the plugin is not enabled", file=sys.stderr)
+    return 0
+
+
+def _learned(args: argparse.Namespace) -> int:
+    """Show (or ``--reset``) what the proxies learned from providers, in the Redis they share it through."""
+    import os
+
+    from . import learned
+
+    config = _load_config(args.config) if args.config else None
+    settings = load_settings(((config or {}).get("callback_settings") or {}).get("budget_hook")).learning
+    url = learned.redis_url(config, args.redis, dict(os.environ))
+    if url is None:
+        raise UsageError("no Redis to read: pass --redis redis://HOST:PORT (or --config with LiteLLM's Redis). "
+                         "Without Redis, learning is per proxy process: a restart resets it, and each record's "
+                         "x-budget-count-method and the budget_hook_learned_factor metric show it")
+    import redis
+
+    client = redis.Redis.from_url(url, socket_timeout=5)
+    try:
+        if args.reset:
+            deleted = learned.reset(client, args.deployment)
+            _print({"reset": True, "deployment": args.deployment, "keys_deleted": deleted})
+            return 0
+        rows = learned.state(client, settings)
+    except redis.RedisError as exc:
+        raise UsageError(f"cannot read Redis at {url.rpartition('@')[2]}: {exc}") from exc
+    bounds = {name: getattr(settings, name) for name in ("min_factor", "max_factor", "min_samples", "min_window_tokens",
+                                                         "min_window_ratio", "window_ttl_seconds")}
+    _print({"enabled": settings.enabled, "bounds": bounds,
+            "deployments": [r for r in rows if args.deployment in (None, r["deployment"])]})
     return 0
 
 
@@ -236,13 +290,24 @@ def _parser() -> argparse.ArgumentParser:
         sub.add_argument("--base-model", help="the underlying model of a deployment name (azure/my-deployment)")
         sub.add_argument("file", nargs="?", default="-", help="request body JSON file, or - for stdin (default)")
         if name == "trim":
+            sub.add_argument("--window", type=int, help="the model's input window (default: LiteLLM's model map, "
+                             "as the proxy reads it: 200,000 for Claude models whose 1M needs a beta header)")
+            sub.add_argument("--context-1m", action="store_true", help="the deployment sends Anthropic's "
+                             "context-1m beta header (the 1M window of the Claude models that need it)")
             sub.add_argument("--max-input-tokens", type=int,
-                             help="the model's input window (default: litellm's model map)")
+                             help="the setting of that name: a hard input cap below the window (default: none)")
             sub.add_argument("--max-tokens", type=int,
                              help="output reserve (default: the request's max_tokens, else policy)")
             sub.add_argument("--pin-first-user-message", action="store_true", help="never drop the first user message")
     check = commands.add_parser("check-config", help="validate the budget_hook settings of a LiteLLM config file")
     check.add_argument("file", help="litellm_config.yaml")
+    learned_cmd = commands.add_parser("learned", help="show, or reset, the corrections and windows the proxies "
+                                      "learned from providers (in their shared Redis)")
+    learned_cmd.add_argument("--config", help="the LiteLLM config: its learning settings, and its Redis")
+    learned_cmd.add_argument("--redis", metavar="URL", help="redis://HOST:PORT (default: the config's, else "
+                             "REDIS_URL or REDIS_HOST/REDIS_PORT)")
+    learned_cmd.add_argument("--deployment", metavar="ID", help="only this deployment (model_info.id)")
+    learned_cmd.add_argument("--reset", action="store_true", help="delete what was learned (all, or --deployment)")
     replay = commands.add_parser("replay", help="decide captured traffic as the proxy would, and summarise it")
     replay.add_argument("--config", required=True, help="the LiteLLM config (its budget_hook settings and windows)")
     replay.add_argument("--set", action="append", metavar="KEY=VALUE",
@@ -262,6 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _check_config(args)
         if args.command == "replay":
             return _replay(args)
+        if args.command == "learned":
+            return _learned(args)
         return _count(args) if args.command == "count" else _trim(args)
     except ContextBudgetError as exc:
         _print({"error": {"type": "invalid_request_error", "code": exc.code, "message": str(exc), "facts": exc.facts}})

@@ -35,14 +35,11 @@ from typing import Any
 
 from .budget import ModelLimits
 from .pipeline import BudgetRequest, Caller, decide
+from .pipeline.record import tokens_left
 from .policy import load_settings
 from .proxy.windows import limits_of
 from .shapes import SHAPES, Shape
 
-#: route -> shape, for lines that say where they were sent
-ROUTES = {"/chat/completions": "chat", "/v1/chat/completions": "chat", "/v1/messages": "anthropic",
-          "/responses": "responses", "/v1/responses": "responses", "/completions": "completions",
-          "/v1/completions": "completions", "/embeddings": "embeddings", "/v1/embeddings": "embeddings"}
 #: where each shape keeps the history a prompt cache keys on
 HISTORY = {"chat": "messages", "anthropic": "messages", "responses": "input", "gemini": "contents"}
 
@@ -113,7 +110,7 @@ def _item(number: int, data: Any) -> Item:
     wrapper = data if body is not data else {}
     group = str(wrapper.get("model") or body.get("model") or "")
     route = str(wrapper.get("route") or "")
-    shape = SHAPES.get(ROUTES[route]) if route in ROUTES else SHAPES.detect(body)
+    shape = SHAPES.for_route(route) or SHAPES.detect(body)  # the route's shape, when the line names one
     team = wrapper.get("team")
     return _checked(Item(number, group, str(team) if team is not None else None, shape, body))
 
@@ -237,7 +234,7 @@ def summarise(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                   "would_block": "blocked"}.get(action, "other")
         total[bucket] += 1
         total["tokens_before"] += row.get("tokens_before") or 0
-        total["tokens_after"] += (row.get("tokens_after") or 0) if bucket != "blocked" else 0
+        total["tokens_after"] += tokens_left(action, row.get("tokens_before"), row.get("tokens_after"))
         previous = last.get(key)
         if previous is not None and previous["action"] in ("trimmed", "would_trim") and row.get("history") is not None \
                 and previous.get("history") is not None:

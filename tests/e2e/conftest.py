@@ -102,7 +102,10 @@ def proxy_config(upstream_port: int, settings: dict) -> dict:
                              "num_retries": 0},
         "callback_settings": {"budget_hook": settings},
         # the stand-in logger writes the spend-log row LiteLLM builds, with the request body as it stores it
-        "general_settings": {"custom_auth": "e2e_auth.user_api_key_auth", "store_prompts_in_spend_logs": True},
+        # with a master key set, LiteLLM refuses a previous_response_id it did not issue itself (403); the
+        # Responses tests continue from ids the fake provider made up, as a client of a second gateway would
+        "general_settings": {"custom_auth": "e2e_auth.user_api_key_auth", "store_prompts_in_spend_logs": True,
+                             "allow_unmanaged_response_ids": True},
     }
 
 

@@ -239,6 +239,10 @@ class Handler(BaseHTTPRequestHandler):
         window = MODELS[model]
         prompt = count_prompt(body)
         completion_reserve = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+        if not isinstance(completion_reserve, int) or isinstance(completion_reserve, bool):
+            # as OpenAI answers it (LiteLLM 1.108 forwards a Gemini route's string maxOutputTokens as it came)
+            return self._error(400, f"Invalid type for 'max_tokens': expected an integer, but got "
+                                    f"{type(completion_reserve).__name__} instead.", "invalid_type", "max_tokens")
         if prompt + completion_reserve > window:
             _stat("rejected_window")
             # a model named ``...-says-2k`` misreports its window in the error (an upstream that lies)

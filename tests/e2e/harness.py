@@ -24,8 +24,13 @@ HERE = Path(__file__).parent
 VENV_BIN = Path(sys.executable).parent
 LITELLM = str(VENV_BIN / "litellm")
 
-#: what every process gets: offline, quiet, no .env loading (see README, "Offline")
+#: the proxy's master key, as production runs it: LiteLLM 1.104+ refuses to start without one (and the suite
+#: never sets LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY). A config's general_settings.master_key wins.
+MASTER_KEY = "sk-e2e-master"
+
+#: what every process gets: offline, quiet, no .env loading (docs/operations.md, "Offline"), a master key
 BASE_ENV = {
+    "LITELLM_MASTER_KEY": MASTER_KEY,
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "LITELLM_LOG": "ERROR",
     "LITELLM_DONT_SHOW_FEEDBACK_BOX": "true",
@@ -37,7 +42,8 @@ BASE_ENV = {
 
 
 def process_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.upper().endswith("_PROXY")}
+    env = {k: v for k, v in os.environ.items() if not k.upper().endswith("_PROXY")
+           and k != "LITELLM_DANGEROUSLY_PERMIT_WEAK_OR_UNSET_MASTER_KEY"}
     env.update(BASE_ENV)
     env["TIKTOKEN_CACHE_DIR"] = str(vendored_tokenizer_dir())
     env.update(extra)

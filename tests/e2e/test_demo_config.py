@@ -15,6 +15,8 @@ from .harness import start_proxy, wait_for_record
 pytestmark = pytest.mark.e2e
 
 ROOT = Path(__file__).resolve().parents[2]
+#: the demo config's master key (litellm_config.yaml, general_settings.master_key; the README's first commands)
+AUTH = {"authorization": "Bearer sk-demo"}
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,7 @@ def demo_proxy(tmp_path_factory):
 
 def post(proxy, name: str, **extra) -> httpx.Response:
     body = {**json.loads((ROOT / "examples" / name).read_text()), **extra}
-    return httpx.post(f"{proxy.base_url}/v1/chat/completions", json=body, timeout=60)
+    return httpx.post(f"{proxy.base_url}/v1/chat/completions", json=body, timeout=60, headers=AUTH)
 
 
 def test_demo_trim_example_is_trimmed_as_documented(demo_proxy):
@@ -73,7 +75,7 @@ SMALL = {"model": "demo", "max_tokens": 50}
 ])
 @pytest.mark.parametrize("stream", [False, True])
 def test_the_demo_answers_on_every_endpoint_streaming_included(demo_proxy, route, body, stream):
-    response = httpx.post(f"{demo_proxy.base_url}{route}", json={**body, "stream": stream}, timeout=60)
+    response = httpx.post(f"{demo_proxy.base_url}{route}", json={**body, "stream": stream}, timeout=60, headers=AUTH)
     assert response.status_code == 200, response.text
     assert response.headers["x-budget-decision"] == "pass"
     if stream:
@@ -83,6 +85,20 @@ def test_the_demo_answers_on_every_endpoint_streaming_included(demo_proxy, route
 def test_the_demo_embeddings_work_with_the_openai_sdk(demo_proxy):
     import openai
 
-    client = openai.OpenAI(base_url=f"{demo_proxy.base_url}/v1", api_key="not-needed", max_retries=0)
+    client = openai.OpenAI(base_url=f"{demo_proxy.base_url}/v1", api_key="sk-demo", max_retries=0)
     result = client.embeddings.create(model="demo", input=["hello", "world"])
     assert [len(item.embedding) for item in result.data] == [3, 3]
+
+
+@pytest.mark.parametrize("key", [None, "sk-wrong", "sk-dem"])
+def test_the_demo_refuses_requests_without_its_master_key(demo_proxy, key):
+    """LiteLLM's own authentication, no database: only the master key is accepted (no escape hatch is set)."""
+    headers = {"authorization": f"Bearer {key}"} if key else {}
+    response = httpx.post(f"{demo_proxy.base_url}/v1/chat/completions", timeout=60, headers=headers,
+                          json={**SMALL, "messages": [{"role": "user", "content": "hi"}]})
+    # On 1.103 and 1.108 alike: no key at all is a 500 (LiteLLM's auth error handler imports `prisma`, its database
+    # client, not installed without a database, and fails on the ImportError); a key that is not the master key is
+    # looked up in the database LiteLLM does not have: 400 "No connected db.".
+    assert response.status_code == (500 if key is None else 400), response.text
+    assert key is None or "No connected db" in response.text
+    assert "x-budget-decision" not in response.headers

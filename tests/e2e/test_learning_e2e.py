@@ -161,7 +161,9 @@ def test_a_correction_learned_on_one_proxy_is_used_by_the_other(servers):
         assert record["learned"]["deployment"] == "learn-dep"
         assert 1.25 <= record["learned"]["ratio"] <= 1.35, record["learned"]
     shared = redis.Redis(host="127.0.0.1", port=servers["redis"].port)
-    assert shared.llen("budget_hook:v1:ratios:learn-dep") == 4
+    from budget_hook.proxy.shared import _teachers
+
+    assert sum(map(len, _teachers(shared.hgetall("budget_hook:v1:teacher_ratios:learn-dep")).values())) == 4
 
     # ~6,000 estimated tokens in 6 turns: fits 8,000 by the estimate, not by the provider's count (x1.3)
     response = chat(second, "learn", 6000, turns=6, tag="big")
@@ -318,3 +320,55 @@ def test_gemini_count_tokens_is_asked_with_the_deployment_key(servers):
     assert asked["path"] == "/v1beta/models/gemini-2.5-flash-4k:countTokens"
     inner = asked["body"]["generateContentRequest"]
     assert inner["model"] == "models/gemini-2.5-flash-4k" and inner["contents"] == body["contents"]
+
+
+def _learned_cli(*args: str) -> dict:
+    import json
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "budget_hook.cli", "learned", *args], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def _learned_gauge(proxy: Process, deployment: str) -> float | None:
+    text = httpx.get(f"{proxy.base_url}/budget_hook/metrics", headers={"authorization": "Bearer sk-default"},
+                     timeout=10).text
+    for line in text.splitlines():
+        if line.startswith("budget_hook_learned_factor{") and f'deployment="{deployment}"' in line:
+            return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+def test_what_was_learned_is_visible_and_resettable(servers, tmp_path):
+    """Issue 22, 4: the correction the first test taught (x1.3 on ``learn-dep``) shows in ``budget-hook
+    learned`` (read from the proxies' Redis, with its bounds) and in the ``budget_hook_learned_factor`` gauge;
+    ``budget-hook learned --reset`` deletes it, and the next request is estimated without it."""
+    second = servers["second"]
+    url = f"redis://127.0.0.1:{servers['redis'].port}"
+    settings = tmp_path / "learning.yaml"  # the proxies' learning settings (min_samples 3), for the same figures
+    settings.write_text("callback_settings:\n  budget_hook:\n    learning: {min_samples: 3, sync_seconds: 0}\n")
+    for index in range(4):  # enough bills for min_samples (3), whatever ran before
+        assert chat(servers["first"], "learn", 1000, tag=f"visible-{index}").status_code == 200
+    shown = _learned_cli("--config", str(settings), "--redis", url)
+    assert shown["bounds"]["min_factor"] == 1.0 and shown["bounds"]["max_factor"] == 1.5
+    [row] = [r for r in shown["deployments"] if r["deployment"] == "learn-dep"]
+    assert row["applied"] and 1.25 <= row["factor"] <= 1.35 and row["samples"] >= 4, row
+
+    response = chat(second, "learn", 1000, tag="visible-gauge")
+    assert "learned x1.3" in response.headers["x-budget-count-method"]
+    gauge = None
+    for _ in range(50):
+        gauge = _learned_gauge(second, "learn-dep")
+        if gauge is not None:
+            break
+        time.sleep(0.1)
+    assert gauge is not None and 1.25 <= gauge <= 1.35, gauge
+
+    reset = _learned_cli("--redis", url, "--reset", "--deployment", "learn-dep")
+    assert reset["keys_deleted"] >= 1
+    assert not [r for r in _learned_cli("--redis", url)["deployments"] if r["deployment"] == "learn-dep"]
+    response = chat(second, "learn", 1000, tag="after-reset")
+    assert response.status_code == 200
+    assert "learned" not in response.headers.get("x-budget-count-method", ""), response.headers

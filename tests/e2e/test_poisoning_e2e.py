@@ -27,6 +27,7 @@ import pytest
 import redis
 
 from budget_hook.counting import TokenCounter
+from budget_hook.proxy.shared import _teachers
 
 from .conftest import write_config
 from .harness import Process, decision_records, start_fake_provider, start_proxy, upstream_payloads
@@ -135,6 +136,10 @@ def chat_body(group: str, size: int, tag: str, **extra) -> dict:
     return {"model": group, "max_tokens": 100, "messages": [{"role": "user", "content": words(size, tag)}], **extra}
 
 
+def shared_ratios(servers: dict, deployment: str) -> dict[str, list[float]]:
+    return _teachers(servers["redis"].hgetall(f"budget_hook:v1:teacher_ratios:{deployment}"))
+
+
 def assert_nothing_learned(servers: dict, *deployments: str) -> None:
     for deployment in deployments:
         assert servers["redis"].get(f"budget_hook:v1:window:{deployment}") is None, deployment
@@ -196,8 +201,8 @@ def test_an_anthropic_echo_teaches_no_window_and_no_correction(servers, where):
         assert learned is None or ("window" not in learned and "ratio" not in learned), learned
     assert_nothing_learned(servers, "claude-dep")
     # only honest successes teach ratios (when LiteLLM dropped the key, the request was served as billed)
-    ratios = [float(e.split()[0]) for e in servers["redis"].lrange("budget_hook:v1:ratios:claude-dep", 0, -1)]
-    assert all(r < 1.2 for r in ratios), ratios
+    ratios = shared_ratios(servers, "claude-dep")
+    assert all(r < 1.2 for taught in ratios.values() for r in taught), ratios
     response, call_id = send(servers["second"], "/v1/messages",
                              {"model": "claude", "max_tokens": 100,
                               "messages": [{"role": "user", "content": words(5000, "claude-victim")}]},
@@ -288,8 +293,7 @@ def test_every_ratio_is_attributed_to_the_key_that_taught_it(servers):
         learned = record_of(servers["first"], call_id)["learned"]
         assert 1.25 <= learned["ratio"] <= 1.35 and learned["teacher"].startswith("key:")
     teacher = learned["teacher"]
-    entries = [e.decode() for e in servers["redis"].lrange("budget_hook:v1:ratios:heavy-dep", 0, -1)]
-    assert len(entries) == 4 and all(e.split(" ")[1] == teacher for e in entries)
+    assert {name: len(taught) for name, taught in shared_ratios(servers, "heavy-dep").items()} == {teacher: 4}
     response, _ = send(servers["second"], "/chat/completions", chat_body("heavy", 1000, "heavy-again"),
                        key="sk-attacker")
     assert "learned x1.3" in response.headers["x-budget-count-method"]
@@ -320,3 +324,21 @@ def test_an_alias_on_the_responses_route_gets_its_target_group_s_policy(servers)
                        {"model": "bars", "max_output_tokens": 100, "input": words(5000, "alias-resp")})
     assert response.status_code == 400  # one message over 3,000 tokens: refused, as it would be for bars-small
     assert "capped at 3000" in response.json()["error"]["message"]
+
+
+def test_a_reused_call_id_never_pairs_an_echo_with_a_clean_record(servers):
+    """LiteLLM takes ``x-litellm-call-id`` from the client: a quoting request and a clean one sent under one id
+    must not let the echo's error be judged by the clean request's record (nor a bill by the other's estimate)."""
+    import concurrent.futures
+
+    quoting = chat_body("open", 50, "reuse-echo", **{"x\nThis model's maximum context length is 2000 tokens": 1})
+    for attempt in range(6):
+        call_id = f"reused-{uuid.uuid4().hex[:8]}-{attempt}"
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            futures = [pool.submit(httpx.post, f"{servers['first'].base_url}/chat/completions", json=body, timeout=60,
+                                   headers={"authorization": "Bearer sk-attacker", "x-litellm-call-id": call_id})
+                       for body in (quoting, chat_body("open", 200, f"reuse-clean-{attempt}"))]
+            [future.result() for future in futures]
+    time.sleep(1)
+    assert_nothing_learned(servers, "open-dep")
+    assert_serves_a_large_request(servers, "open")

@@ -345,7 +345,8 @@ def test_misconfigured_admin_metadata_is_skipped_and_the_rest_enforced(proxy, up
     assert response.status_code == 200
     assert response.headers["x-budget-decision"] == "trimmed"  # enforcement stays on
     record = wait_for_record(proxy, response.headers["x-litellm-call-id"])
-    assert "key_metadata.budget_hook.max_input_token: unknown setting" in record["decision"]["warnings"][0]
+    warning = record["decision"]["warnings"][0]  # the setting named, its value never quoted
+    assert warning.startswith("key_metadata.budget_hook ignored") and "max_input_token" in warning
 
 
 def test_broken_policy_stops_start_up_with_a_clear_message(workdir, upstream):

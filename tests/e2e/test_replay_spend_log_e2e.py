@@ -34,6 +34,12 @@ def history(turns: int, marker: str) -> list[dict]:
     return messages
 
 
+def _litellm_version() -> tuple[int, ...]:
+    from importlib.metadata import version
+
+    return tuple(int(part) for part in version("litellm").split(".")[:2])
+
+
 def spend_rows(proxy, marker: str, count: int) -> list[dict]:
     rows: list[dict] = []
     for _ in range(100):  # the logging callbacks run after the response
@@ -72,7 +78,12 @@ def test_replaying_the_spend_log_reaches_the_proxy_s_decisions(proxy, tmp_path):
     replayed = {case: row["action"] for case, row in decided.items()}
     assert replayed == {**live, "b": "pass", "d": "pass"}  # b and d were stored as forwarded: trimmed to fit
     assert {case for case, row in decided.items() if row.get("as_forwarded")} == {"b", "d"}
-    assert {case: row.get("live_action") for case, row in decided.items()} == live
+    # LiteLLM 1.108 logs a request refused before any provider call (the block, c) with only allow-listed metadata
+    # (tags, guardrail information): its spend-log row no longer carries spend_logs_metadata.budget_hook, so the
+    # replay has no live action for it (docs/litellm-versions.md). budget_hook's own record still has it.
+    refused_rows_keep_metadata = _litellm_version() < (1, 108)  # 1.104-1.107 cannot be installed here
+    expected_live = live if refused_rows_keep_metadata else {**live, "c": None}
+    assert {case: row.get("live_action") for case, row in decided.items()} == expected_live
     assert [case_of(item.body) for item in items] == list(sent)  # replayed in the order they were sent
     # LiteLLM cut the 30,000-character string to 2,048 in the spend log: put back as filler, and said
     assert decided["c"]["restored_chars"] > 27_000 and decided["a"]["restored_chars"] == 0

@@ -22,6 +22,7 @@ Contract:
 from __future__ import annotations
 
 import functools
+import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -244,6 +245,8 @@ class TokenCounter:
         text = self.count_text(role)
         media = 0
         content = message.get("content")
+        if profile.tool_results_as_json and role in ("tool", "function") and isinstance(content, str):
+            content = json.dumps(content)  # the chat template writes a tool result through ``tojson``
         if isinstance(content, str):
             # With tools present OpenAI appends a newline to the first system message (measured).
             text += self.count_text(content + "\n" if pad_system else content)
@@ -367,10 +370,6 @@ class TokenCounter:
         return images.openai_tile_tokens(*size, base=base, per_tile=tile)
 
     # --- tools and other request-level parts -------------------------------------------------------
-
-    def count_tools(self, request: Mapping[str, Any]) -> int:
-        """Tokens of the tool definitions as rendered into the prompt (0 without tools)."""
-        return self._count_functions(tool_functions(request))
 
     def _count_functions(self, functions: list[Mapping[str, Any]], *, responses: bool = False) -> int:
         if not functions:

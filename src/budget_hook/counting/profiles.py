@@ -7,10 +7,12 @@ writes (``gpt-4o``, ``openai/gpt-4o``, ``azure/my-deployment`` with ``base_model
 
 * OpenAI chat models are counted **exactly** with their own encoding (o200k_base for gpt-4o, 4.1, 4.5, 5,
   o-series; cl100k_base for gpt-4 and gpt-3.5) and the chat-format overheads OpenAI bills.
-* Every other family has no offline tokenizer, so it is *estimated*: an OpenAI encoding times a
-  per-family ``safety_factor`` (plus, for Anthropic, the hidden tool-use system prompt). The factors
-  are measured where real provider counts exist (see README, "Counting accuracy") and deliberately
-  conservative where they do not.
+* Mistral and Llama 3 are counted with their own tokenizers when the package that ships them is installed
+  (``family_tokenizers``; not exact: the provider's chat template is not known).
+* Every other family (Anthropic, Gemini, and those two without their package) is *estimated*: an OpenAI
+  encoding times a per-family ``safety_factor`` (plus, for Anthropic, the hidden tool-use system prompt).
+  The factors are measured where real provider counts exist (see README, "Counting accuracy") and
+  deliberately conservative where they do not.
 
 A provider prefix never changes the encoding (litellm's ``token_counter`` falls back to cl100k for
 ``openai/gpt-4o``; we strip the prefix first).
@@ -54,6 +56,9 @@ class TokenizerProfile:
     forced_tool_choice_overhead: int = 0
     #: how tool schemas reach the prompt: "typescript" (OpenAI's namespace rendering) or "json"
     tools_rendering: str = "typescript"
+    #: the chat template writes tool results through ``tojson`` (Llama 3.1+: every quote, newline and tab
+    #: is escaped, each escape a token or more): they are counted in that form
+    tool_results_as_json: bool = False
     #: framing of one assistant tool call, and the wrapper around parallel calls
     tokens_per_tool_call: int = 7
     tokens_per_parallel_calls: int = 16
@@ -163,8 +168,17 @@ _GEMINI_LATEST = ("gemini-3", "flat", 1_120, 1_120)
 
 #: No ground truth available offline for these: conservative, documented, never an under-count by design.
 UNMEASURED_SAFETY_FACTOR = 1.30
+#: gpt-oss's harmony system block, developer message header and reply opener
+GPT_OSS_SYSTEM_BLOCK = 80
+#: Llama 3.1's system turn with its date header and the reply opener; its tool-use preamble
+LLAMA31_HEADER = 32
+LLAMA31_TOOL_PREAMBLE = 100
 #: families counted with their own tokenizer (text exact), chat framing unmeasured: kept generous
 OWN_TOKENIZER_TERMS: dict[str, Any] = dict(tokens_per_message=6, tools_rendering="json")
+#: Llama 3.1+ chat templates (measured against the template vLLM applies, tests/e2e/fake_vllm.py): tool
+#: results through ``tojson``, a date header in every system turn, a tool preamble in the first user turn
+LLAMA31_TERMS: dict[str, Any] = dict(OWN_TOKENIZER_TERMS, tool_results_as_json=True, reply_priming=LLAMA31_HEADER,
+                                     tools_request_overhead=LLAMA31_TOOL_PREAMBLE)
 _LLAMA3 = re.compile(r"llama[-_ ]?3")
 
 _FAMILY_KEYWORDS = (
@@ -221,7 +235,7 @@ def resolve_tokenizer(model: str | None, *, base_model: str | None = None) -> To
     if family == "mistral" and family_tokenizers.available("mistral"):
         return TokenizerProfile("mistral", "mistral", exact=False, safety_factor=1.0, **OWN_TOKENIZER_TERMS)
     if family == "llama" and _LLAMA3.search(name) and family_tokenizers.available("llama3"):
-        return TokenizerProfile("llama", "llama3", exact=False, safety_factor=1.0, **OWN_TOKENIZER_TERMS)
+        return TokenizerProfile("llama", "llama3", exact=False, safety_factor=1.0, **LLAMA31_TERMS)
     # No tokenizer of its own offline: o200k with the measured-worst factor and a bound for the text that
     # other tokenizers split far more finely than o200k (runs of newlines, spaces, one letter; digits;
     # non-Latin scripts), so adversarial text is never under-counted.
@@ -281,6 +295,11 @@ def _openai_profile(name: str, encoding: str) -> TokenizerProfile:
                                responses_tools_overhead=RESPONSES_TOOLS_OVERHEAD,
                                responses_tokens_per_function=RESPONSES_TOKENS_PER_FUNCTION,
                                signature_chars_per_token=OPENAI_ENCRYPTED_CHARS_PER_TOKEN)
+    if name.startswith("gpt-oss"):
+        # served open weights (vLLM, Ollama) render the harmony format: a fixed system block (~62 tokens) and
+        # a developer message before the conversation, ~31 tokens of framing a tool step; not exact
+        return replace(profile, exact=False, reply_priming=GPT_OSS_SYSTEM_BLOCK, tokens_per_tool_call=31,
+                       tokens_per_message=6)
     for prefix, multiplier in _PATCH_MULTIPLIERS:
         if name.startswith(prefix):
             return replace(profile, image_formula="openai_patches", image_patch_multiplier=multiplier)

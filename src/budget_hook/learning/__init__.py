@@ -8,9 +8,10 @@
   when a provider count could change the decision (``needs_provider_count``).
 """
 
-from .calibration import Calibration, CountBand, ProviderCountSettings, count_band, learnable, needs_provider_count
+from .calibration import Calibration, CountBand, count_band, learnable, needs_provider_count
 from .corrections import (
     ANONYMOUS,
+    MAX_TEACHERS,
     Correction,
     CorrectionBook,
     LearnedWindow,
@@ -24,6 +25,7 @@ from .overflow import Overflow, parse_overflow, quotes_overflow
 
 __all__ = [
     "ANONYMOUS",
+    "MAX_TEACHERS",
     "Calibration",
     "Correction",
     "CorrectionBook",
@@ -32,7 +34,6 @@ __all__ = [
     "LearnedWindows",
     "LearningSettings",
     "Overflow",
-    "ProviderCountSettings",
     "ServedFloor",
     "count_band",
     "learnable",

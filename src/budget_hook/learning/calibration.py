@@ -47,17 +47,6 @@ def count_band(family: str) -> CountBand:
     return MEASURED_BANDS.get(family, DEFAULT_BAND)
 
 
-@dataclass(frozen=True)
-class ProviderCountSettings:
-    """``provider_count`` (per group): ask the provider's own token counter when it matters."""
-
-    #: ``off``, or ``near_budget``: only when the estimate lies within its measured error of the budget
-    mode: str = "off"
-    timeout_seconds: float = 0.5
-    #: counts kept per process, by content hash
-    cache_entries: int = 2048
-
-
 def needs_provider_count(tokens: int, budget: int, band: CountBand) -> bool:
     return budget * (1 - band.under) < tokens <= budget * (1 + band.over)
 

@@ -3,21 +3,23 @@
 Contract:
 
 * ``CorrectionBook.add(key, estimate, billed, teacher)`` keeps the ratio billed / estimate of one response
-  of the deployment ``key``, with the caller whose request taught it (``teacher``: a hash of its key; a
-  bounded window of the most recent ``window`` ratios; small requests, whose framing dominates, and
-  ratios no count of ours could be off by, are not kept). ``correction(keys, teacher)`` is the largest
-  correction over ``keys`` (the deployments a request may go to). Per key: each teacher with
+  of the deployment ``key``, with the caller whose request taught it (``teacher``: a hash of its key).
+  Each teacher keeps its own most recent ``window`` ratios (``MAX_TEACHERS`` teachers per key, the
+  least recent forgotten): one teacher's flood never evicts another's. Small requests, whose framing
+  dominates, and ratios no count of ours could be off by, are not kept. ``correction(keys, teacher)`` is
+  the largest correction over ``keys`` (the deployments a request may go to). Per key: each teacher with
   ``min_samples`` ratios of its own has its factor (the ``quantile`` of its ratios), the teachers with
-  fewer share one; the *consensus* is the lower median of those factors, and a request gets the larger
-  of its own teacher's factor and the consensus, clamped to ``[min_factor, max_factor]``. So what one
-  key's traffic teaches applies to that key, and reaches everyone else only when most teachers agree.
+  fewer share one; the *consensus* is the median of those factors when there are three or more, else
+  the larger; a request gets the larger of its own teacher's factor and the consensus, clamped to
+  ``[min_factor, max_factor]``. So what one key's traffic teaches applies to that key; it reaches
+  everyone else only when most teachers agree, and one teacher can never lower what another taught.
 * ``LearnedWindows.learn(key, window)`` keeps the smallest window a provider's overflow error named for
   ``key``, for ``ttl`` seconds; ``window(keys)`` is the smallest over ``keys``. ``ServedFloor`` keeps the
   largest prompt each deployment was billed for on a success: a window below it is impossible, so it is
   neither learned nor used.
 
-Both are thread-safe and bounded (``MAX_KEYS`` keys). ``replace`` installs what another instance shared
-(see ``budget_hook.proxy.shared``): the shared list is the truth, the local one a cache of it.
+All are thread-safe and bounded (``MAX_KEYS`` keys). ``replace`` installs what another instance shared
+(see ``budget_hook.proxy.shared``): the shared state is the truth, the local one a cache of it.
 
 Why the factor never goes below 1.0 by default: every client's responses feed the same window, so a
 client that sent text the estimate over-counts (or a flood of it) could otherwise lower everyone's counts
@@ -31,8 +33,11 @@ import math
 import threading
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Literal
+
+from ..knobs import knob
 
 #: deployments remembered at most (keys come from the router's deployment ids)
 MAX_KEYS = 4096
@@ -40,32 +45,30 @@ MAX_KEYS = 4096
 
 @dataclass(frozen=True)
 class LearningSettings:
-    """How corrections are learned (``callback_settings.budget_hook.learning``)."""
+    """How corrections are learned (``callback_settings.budget_hook.learning``). Each setting is a ``knob``:
+    the YAML edge (``policy.settings``) takes its type, default, bounds and doc from here."""
 
-    enabled: bool = True
-    #: ratios kept per deployment (the most recent)
-    window: int = 200
-    #: which quantile of billed/estimate is applied (a high one: under-counting is what breaks the window)
-    quantile: float = 0.95
-    #: ratios needed before a deployment's correction is applied
-    min_samples: int = 20
-    min_factor: float = 1.0
-    max_factor: float = 1.5
-    #: responses billed fewer input tokens than this are not learned from
-    min_billed_tokens: int = 100
-    #: how long a window learned from an overflow error is kept
-    window_ttl_seconds: float = 24 * 3600.0
-    #: a window learned from an error is never below this many tokens, nor below this share of the
-    #: deployment's configured window (whatever an error says)
-    min_window_tokens: int = 1024
-    min_window_ratio: float = 0.125
-    #: a ratio billed / estimate outside [1 / this, this] is not about the request we sent: not kept
-    max_sample_ratio: float = 3.0
-    #: share through LiteLLM's Redis when it has one (``auto``), or keep it per process (``off``)
-    share: str = "auto"
-    #: how often a proxy re-reads the shared state of a deployment (seconds), and how long it waits for Redis
-    sync_seconds: float = 1.0
-    redis_timeout_seconds: float = 0.2
+    enabled: bool = knob(True, doc="learn corrections and windows from providers' answers")
+    window: int = knob(200, ge=1, le=100_000, doc="ratios kept per deployment (the most recent)")
+    quantile: float = knob(0.95, gt=0, le=1, doc="which quantile of billed/estimate is applied (a high one: "
+                                                 "under-counting is what breaks the window)")
+    min_samples: int = knob(20, ge=1, le=100_000, doc="ratios needed before a deployment's correction is applied")
+    min_factor: float = knob(1.0, gt=0, le=10, doc="the smallest correction factor applied")
+    max_factor: float = knob(1.5, gt=0, le=10, doc="the largest correction factor applied")
+    min_billed_tokens: int = knob(100, ge=0, doc="responses billed fewer input tokens than this are not learned "
+                                                 "from")
+    window_ttl_seconds: float = knob(24 * 3600.0, gt=0, doc="how long a window learned from an overflow error "
+                                                            "is kept")
+    min_window_tokens: int = knob(1024, ge=1, doc="a window learned from an error is never below this many tokens")
+    min_window_ratio: float = knob(0.125, ge=0, le=1, doc="nor below this share of the deployment's configured "
+                                                          "window (whatever an error says)")
+    max_sample_ratio: float = knob(3.0, gt=1, le=100, doc="a ratio billed / estimate outside [1 / this, this] is "
+                                                          "not about the request we sent: not kept")
+    share: Literal["auto", "off"] = knob("auto", doc="share through LiteLLM's Redis when it has one (auto), or keep "
+                                                     "it per process (off)")
+    sync_seconds: float = knob(1.0, ge=0, le=3600, doc="how often a proxy re-reads the shared state of a "
+                                                       "deployment (seconds)")
+    redis_timeout_seconds: float = knob(0.2, gt=0, le=10, doc="how long a proxy waits for Redis (seconds)")
 
 
 @dataclass(frozen=True)
@@ -103,14 +106,24 @@ def teacher_of(key_hash: str | None, team_id: str | None) -> str:
     return ANONYMOUS
 
 
+#: per deployment, the teachers remembered (the least recent goes), and each one's ratios (the most recent)
+MAX_TEACHERS = 16
+
+
 class CorrectionBook:
     def __init__(self, settings: LearningSettings | None = None) -> None:
         self.settings = settings or LearningSettings()
-        self._ratios: OrderedDict[str, deque[tuple[float, str]]] = OrderedDict()
+        #: deployment -> teacher -> its most recent ratios: one teacher's flood never evicts another's
+        self._ratios: OrderedDict[str, OrderedDict[str, deque[float]]] = OrderedDict()
         #: per key, computed once per change of its ratios (asked on every request): each qualified
         #: teacher's factor, and the consensus
         self._factors: dict[str, tuple[dict[str, float], float | None]] = {}
         self._lock = threading.Lock()
+
+    @property
+    def per_teacher(self) -> int:
+        """Ratios kept per teacher and deployment: the most recent ``window``."""
+        return self.settings.window
 
     def ratio(self, estimate: int, billed: int) -> float | None:
         """The ratio one response teaches, or None when it teaches nothing (too small, nonsense)."""
@@ -130,11 +143,17 @@ class CorrectionBook:
 
     def add_ratio(self, key: str, ratio: float, teacher: str = ANONYMOUS) -> None:
         with self._lock:
-            ratios = self._ratios.get(key)
-            if ratios is None:
-                ratios = self._ratios[key] = deque(maxlen=self.settings.window)
+            teachers = self._ratios.get(key)
+            if teachers is None:
+                teachers = self._ratios[key] = OrderedDict()
             self._ratios.move_to_end(key)
-            ratios.append((ratio, teacher))
+            ratios = teachers.get(teacher)
+            if ratios is None:
+                ratios = teachers[teacher] = deque(maxlen=self.per_teacher)
+            teachers.move_to_end(teacher)
+            ratios.append(ratio)
+            while len(teachers) > MAX_TEACHERS:
+                teachers.popitem(last=False)
             self._factors.pop(key, None)
             self._evict()
 
@@ -143,10 +162,14 @@ class CorrectionBook:
             evicted, _ = self._ratios.popitem(last=False)
             self._factors.pop(evicted, None)
 
-    def replace(self, key: str, entries: Iterable[tuple[float, str]]) -> None:
-        """Install the shared ratios of ``key`` with their teachers (most recent last)."""
-        kept = deque(((r, t) for r, t in entries if isinstance(r, float) and math.isfinite(r) and r > 0),
-                     maxlen=self.settings.window)
+    def replace(self, key: str, by_teacher: Mapping[str, Iterable[float]]) -> None:
+        """Install the shared ratios of ``key``: each teacher's, most recent last."""
+        kept: OrderedDict[str, deque[float]] = OrderedDict()
+        for teacher, ratios in list(by_teacher.items())[-MAX_TEACHERS:]:
+            values = deque((r for r in ratios if isinstance(r, float) and math.isfinite(r) and r > 0),
+                           maxlen=self.per_teacher)
+            if values:
+                kept[teacher] = values
         with self._lock:
             if self._ratios.get(key) == kept:
                 return  # unchanged: keep the computed factors
@@ -157,39 +180,37 @@ class CorrectionBook:
 
     def samples(self, key: str) -> list[float]:
         with self._lock:
-            return [ratio for ratio, _ in self._ratios.get(key, ())]
+            return [r for ratios in self._ratios.get(key, {}).values() for r in ratios]
 
     def teachers(self, key: str) -> dict[str, int]:
         """How many of ``key``'s ratios each teacher taught."""
         with self._lock:
-            counts: dict[str, int] = {}
-            for _, teacher in self._ratios.get(key, ()):
-                counts[teacher] = counts.get(teacher, 0) + 1
-            return counts
+            return {teacher: len(ratios) for teacher, ratios in self._ratios.get(key, {}).items()}
 
     def _quantile_factor(self, ratios: list[float]) -> float:
         value = math.ceil(quantile(ratios, self.settings.quantile) * 1000) / 1000  # never below
         return min(self.settings.max_factor, max(self.settings.min_factor, value))
 
     def _computed(self, key: str) -> tuple[dict[str, float], float | None]:
-        """Each qualified teacher's factor and the consensus (the lower median of the factors of the
-        qualified teachers and of the pool of the others), computed once per change."""
+        """Each qualified teacher's factor, and the consensus, computed once per change. Teachers with fewer
+        than ``min_samples`` ratios share one pool. With three or more factors the consensus is their median
+        (the higher of the middle two): no single teacher moves it past what the others taught, up or down.
+        With one or two it is the larger: one teacher can raise it (to ``max_factor`` at most), never lower
+        it below what another taught."""
         if key in self._factors:
             return self._factors[key]
-        by_teacher: dict[str, list[float]] = {}
-        for ratio, teacher in self._ratios.get(key, ()):
-            by_teacher.setdefault(teacher, []).append(ratio)
         minimum = self.settings.min_samples
-        own = {t: self._quantile_factor(r) for t, r in by_teacher.items() if len(r) >= minimum and t != ANONYMOUS}
-        pooled = [r for t, rs in by_teacher.items() if t not in own for r in rs]
+        teachers: Mapping[str, deque[float]] = self._ratios.get(key, {})
+        own = {t: self._quantile_factor(list(r)) for t, r in teachers.items() if len(r) >= minimum and t != ANONYMOUS}
+        pooled = [r for t, rs in teachers.items() if t not in own for r in rs]
         factors = sorted([*own.values(), *([self._quantile_factor(pooled)] if len(pooled) >= minimum else [])])
-        consensus = factors[(len(factors) - 1) // 2] if factors else None
+        consensus = (factors[len(factors) // 2] if len(factors) >= 3 else factors[-1]) if factors else None
         self._factors[key] = (own, consensus)
         return own, consensus
 
     def factor(self, key: str, teacher: str | None = None) -> float | None:
         """The factor a request of ``teacher`` gets for ``key``: the larger of its own and the consensus."""
-        with self._lock:  # a sort of at most ``window`` floats, once per change of the key's ratios
+        with self._lock:
             if key not in self._ratios:
                 return None
             own, consensus = self._computed(key)
@@ -204,9 +225,7 @@ class CorrectionBook:
         for key in keys:
             factor = self.factor(key, teacher)
             if factor is not None and (best is None or factor > best.factor):
-                with self._lock:
-                    samples = len(self._ratios.get(key, ()))
-                best = Correction(factor, samples, key)
+                best = Correction(factor, len(self.samples(key)), key)
         return best
 
 
@@ -281,6 +300,7 @@ class ServedFloor:
         with self._lock:
             known = self._served.get(key)
             if known is not None and now - known[1] <= self.settings.window_ttl_seconds and known[0] >= tokens:
+                self._served[key] = (known[0], now)  # still served: the floor stays while the traffic lasts
                 return False
             self._served[key] = (tokens, now)
             self._served.move_to_end(key)

@@ -20,7 +20,8 @@ Wordings (as the APIs answer them):
 * Anthropic: ``prompt is too long: 210000 tokens > 200000 maximum``; ``input length and `max_tokens`
   exceed context limit: 188240 + 21333 > 200000, decrease input length or `max_tokens` and try again``;
 * OpenAI chat / completions / embeddings: ``This model's maximum context length is 128000 tokens.
-  However, you requested 130000 tokens (129000 in the messages, 1000 in the completion)``, and the older
+  However, you requested 130000 tokens (129000 in the messages, 1000 in the completion)``, ``... However,
+  your messages resulted in 130000 tokens``, and the older
   ``..., however you requested 9000 tokens (8000 in your prompt; 1000 for the completion)``;
 * Gemini: ``The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).``;
 * vLLM / OpenAI-compatible servers: ``This model's maximum context length is 4096 tokens. However, you
@@ -30,8 +31,13 @@ Wordings (as the APIs answer them):
 
 from __future__ import annotations
 
+import base64
+import contextlib
+import json
 import re
+import unicodedata
 from dataclasses import dataclass
+from urllib.parse import unquote_plus
 
 MAX_CHARS = 4000
 
@@ -55,6 +61,9 @@ _PATTERNS: tuple[tuple[str, re.Pattern[str], str | None, str | None], ...] = (
                           re.IGNORECASE | re.DOTALL | re.ASCII), "window", "prompt"),
     ("openai", re.compile(rf"maximum context length is\s*(?P<window>{_N[1:-1]})\s*tokens.{{0,60}}?request has\s*"
                           rf"(?P<prompt>{_N[1:-1]})\s*input tokens", re.IGNORECASE | re.DOTALL | re.ASCII),
+     "window", "prompt"),
+    ("openai", re.compile(rf"maximum context length is\s*(?P<window>{_N[1:-1]})\s*tokens.{{0,60}}?resulted in\s*"
+                          rf"(?P<prompt>{_N[1:-1]})\s*tokens", re.IGNORECASE | re.DOTALL | re.ASCII),
      "window", "prompt"),
     ("openai", re.compile(rf"maximum context length is\s*(?P<window>{_N[1:-1]})\s*tokens", re.IGNORECASE | re.ASCII),
      "window", None),
@@ -108,28 +117,63 @@ OVERFLOW_PHRASES = ("prompt is too long", "exceed context limit", "maximum conte
 MAX_INSPECTED = 1_000_000
 
 
+#: format characters (zero-width spaces and joiners, bidi marks...) a provider may drop: removed before the search
+_FORMAT_CHARS = dict.fromkeys(c for first, last in ((0xAD, 0xAD), (0x61C, 0x61C), (0x180E, 0x180E), (0x200B, 0x200F),
+                                                    (0x202A, 0x202E), (0x2060, 0x206F), (0xFEFF, 0xFEFF),
+                                                    (0xFFF9, 0xFFFB), (0xE0000, 0xE007F))
+                              for c in range(first, last + 1))
+
+
+def _forms(text: str) -> list[str]:
+    """``text`` as a provider may write it back: lower-cased, and when it is not plain ASCII also NFKC-folded
+    (full-width letters) without format characters; percent-decoded when it has escapes (a query string);
+    decoded when it is a ``data:`` URL or JSON (tool arguments LiteLLM parses before forwarding)."""
+    forms = [text]
+    if not text.isascii():
+        forms.append(unicodedata.normalize("NFKC", text).translate(_FORMAT_CHARS))
+    if "%" in text or "+" in text:
+        forms.append(unquote_plus(text))
+    if text.startswith("data:") and "," in text:
+        with contextlib.suppress(ValueError):
+            forms.append(base64.b64decode(text.partition(",")[2], validate=False).decode("utf-8", "replace"))
+    if "\\u" in text and text.lstrip()[:1] in ('{', '[', '"'):
+        with contextlib.suppress(ValueError, RecursionError):
+            forms.append(json.dumps(json.loads(text), ensure_ascii=False))
+    return [form.lower() for form in forms]
+
+
 def _quotes(text: str) -> bool:
-    lowered = text.lower()
-    return any(phrase in lowered for phrase in OVERFLOW_PHRASES)
+    return any(phrase in form for form in _forms(text) for phrase in OVERFLOW_PHRASES)
 
 
 def quotes_overflow(value: object) -> bool:
-    """True when a key or string anywhere in ``value`` contains an overflow phrase (any case)."""
-    stack = [value]
+    """True when a key or string anywhere in ``value`` contains an overflow phrase (any case, in any of its
+    ``_forms``), alone or joined with its neighbours (LiteLLM joins text parts; a provider may quote several
+    keys in a row)."""
+    stack: list[tuple[object, object]] = [(value, None)]
     seen = 0
+    texts: list[str] = []
     while stack:
-        item = stack.pop()
+        item, key = stack.pop()
         seen += 1
         if seen > MAX_INSPECTED:
             return True
+        if isinstance(item, bytes):
+            item = item.decode("utf-8", "replace")
         if isinstance(item, str):
             if _quotes(item):
                 return True
+            if key in _TEXT_KEYS:
+                texts.append(item)
         elif isinstance(item, dict):
-            for key, inner in item.items():
-                if isinstance(key, str) and _quotes(key):
-                    return True
-                stack.append(inner)
+            for name, inner in reversed(list(item.items())):
+                stack.append((inner, name))
+                stack.append((name, None))
         elif isinstance(item, (list, tuple)):
-            stack.extend(item)
-    return False
+            stack.extend((inner, key) for inner in reversed(item))
+    # the texts in order, with nothing and with a space between: a phrase split across parts LiteLLM joins
+    return len(texts) > 1 and any(_quotes(joined) for joined in ("".join(texts), " ".join(texts), "\n".join(texts)))
+
+
+#: keys whose string values LiteLLM or a provider may join into one text
+_TEXT_KEYS = frozenset({"text", "content", "input", "prompt", "thinking", "parts", "system", "instructions"})

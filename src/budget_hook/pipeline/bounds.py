@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..errors import MalformedRequestError
-from ..shapes import SHAPES
+from ..shapes import CONTENT_FIELDS
 
 #: levels of nesting a request field may have (the field itself is level 1)
 MAX_DEPTH = 100
@@ -97,8 +97,6 @@ def too_deep(body: Mapping[str, Any], fields: Iterable[str], limit: int = MAX_DE
     return None
 
 
-#: every field any request shape reads content from
-CONTENT_FIELDS = frozenset(SHAPES.content_fields()) | {"messages", "input", "prompt", "system", "contents"}
 
 
 def hidden_content(body: Mapping[str, Any]) -> str | None:

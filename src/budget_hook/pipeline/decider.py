@@ -19,6 +19,7 @@ Steps, each going down a layer, never back up:
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -92,10 +93,25 @@ def caller_policy(model_group: str, limits: ModelLimits, caller: Caller, setting
             layer = load_metadata_layer(metadata["budget_hook"], where=f"{label}.budget_hook")
         except PolicyError as exc:
             # Broken admin metadata must not switch enforcement off: skip that layer, keep the rest.
-            resolved = resolved.with_warning(f"{label}.budget_hook ignored: {exc}")
+            # setting names, never values: key owners write their keys' metadata (a value may be anything)
+            resolved = resolved.with_warning(f"{label}.budget_hook ignored: not a valid budget_hook settings "
+                                             f"object (a setting unknown or of the wrong type, among: "
+                                             f"{setting_names(metadata['budget_hook'])})")
+            del exc
             continue
         resolved = layers.with_metadata(resolved, layer, label=label, trust=trust)
     return resolved
+
+
+def setting_names(layer: Any) -> str:
+    """The keys of a metadata layer as a record may show them: a setting-like name as is, anything else
+    (which a key owner may have written) as a hash."""
+    if not isinstance(layer, Mapping):
+        return f"a {type(layer).__name__}, not an object"
+    shown = [str(k) if isinstance(k, str) and 0 < len(k) <= 40 and k.isascii() and k.replace("_", "a").isalpha()
+             and k.islower() else
+             f"(sha256 {hashlib.sha256(str(k).encode()).hexdigest()[:12]})" for k in list(layer)[:10]]
+    return ", ".join(shown) + (f" and {len(layer) - 10} more" if len(layer) > 10 else "")
 
 
 def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
@@ -292,13 +308,13 @@ def count_facts(counter: TokenCounter, calibration: Calibration | None = None) -
 
 def _wants_provider_count(mode: str, calibration: Calibration, counter: TokenCounter, tokens: Any,
                           budget: Any) -> bool:
-    """Asking the provider could flip this decision: the policy wants it, nobody asked yet, the count is an
-    estimate, and it lies within its measured error of the budget."""
-    if mode != "near_budget" or calibration.provider_note is not None:
+    """Asking the provider could flip this decision: the policy wants it, nobody asked yet, and (for
+    ``near_budget``) the estimate lies within its measured error of the budget; ``always`` asks every time."""
+    if mode == "off" or calibration.provider_note is not None:
         return False
     if not isinstance(tokens, int) or not isinstance(budget, int):
         return False
-    return needs_provider_count(tokens, budget, count_band(counter.profile.family))
+    return mode == "always" or needs_provider_count(tokens, budget, count_band(counter.profile.family))
 
 
 def _clamp_output(request: Mapping[str, Any], reserve: int, window: int, context: _Context, shape: ConversationShape,

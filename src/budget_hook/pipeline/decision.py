@@ -63,10 +63,6 @@ class Decision:
     count: Mapping[str, Any] | None = None
 
     @property
-    def enforced_block(self) -> bool:
-        return self.action == "blocked"
-
-    @property
     def tokens_before(self) -> int | None:
         if self.report:
             return self.report.tokens_before

@@ -3,7 +3,7 @@
 ``DecisionRecord.build(decision, request)`` turns a ``Decision`` into the facts an operator sees; the
 adapter keeps it by call id and derives everything from its fields (``headers()`` for ``x-budget-*``,
 ``as_dict()`` for the JSON log line and LiteLLM's metadata). Nothing is read back by string keys, and
-the per-action counts derive from the trimming steps (``trimming.steps``), so a new step's action is
+the per-action counts derive from the trimming ladder (``trimming.ladder``), so a new rung's action is
 counted, never a ``KeyError``. Content is referenced by index, size and hash, never stored, unless the
 operator turned on ``log_dropped_content``.
 """
@@ -12,14 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from ..learning import learnable, teacher_of
 from ..trimming import REMOVING_ACTIONS, action_counts
-from .decision import Decision
+from .decision import Action, Decision
 from .privacy import shown_action, shown_role, shown_source
 from .request import BudgetRequest, Caller
 
+#: a decision's action, or ``error``: the plugin's own failure (``DecisionRecord.failure``)
+RecordAction = Literal[Action, "error"]
 #: a record lists at most this many actions; the rest are counted (``actions_omitted``), never dropped silently
 MAX_LISTED_ACTIONS = 100
 #: a warning or message in a record is cut to this many characters (they can quote client-chosen ids)
@@ -32,7 +34,7 @@ def _cut(text: str) -> str:
 
 @dataclass(frozen=True)
 class DecisionRecord:
-    action: str
+    action: RecordAction
     model_group: Any
     mode: str | None = None
     window: int | None = None
@@ -146,7 +148,8 @@ class DecisionRecord:
         block = decision.block
         if block is not None:
             values["block"] = {"kind": block.kind, "code": block.code, "message": _cut(block.message),
-                               "param": block.param, "facts": dict(block.facts)}
+                               "param": block_param(block, request.shape if request is not None else None),
+                               "facts": dict(block.facts)}
             if values.get("budget") is None and "budget" in block.facts:
                 values["budget"] = {k: block.facts[k] for k in ("window", "output_reserve", "output_reserve_source",
                                                                 "safety_margin", "cap", "budget") if k in block.facts}
@@ -217,12 +220,21 @@ class DecisionRecord:
             record["block"] = dict(self.block)
         if self.warnings:
             record["warnings"] = list(self.warnings)
-        if self.attempts:
-            record["attempts"] = [dict(a) for a in self.attempts]
+        moved = [dict(a) for a in self.attempts if self.moved(a)]
+        if moved:
+            record["attempts"] = moved
         record.update(team_id=self.team_id, team_alias=self.team_alias, key_alias=self.key_alias)
         if content and self.dropped_content is not None:
             record["dropped_content"] = [dict(c) for c in self.dropped_content]
         return record
+
+    def moved(self, attempt: Mapping[str, Any]) -> bool:
+        """An attempt the record lists: one the router sent to a deployment other than the one the first decision
+        assumed (another group or another window), or one decided differently. An ordinary request re-checked
+        on its own group's deployment (a ``/v1/messages`` body LiteLLM translated, a group whose deployments
+        share a window) is the first decision again: not listed."""
+        return (attempt.get("model_group"), attempt.get("window"), attempt.get("action")) != \
+            (self.model_group, self.window, self.action)
 
     def headers(self) -> dict[str, str]:
         """``x-budget-*`` response headers summarising the decision (every one of ``BUDGET_HEADERS`` that
@@ -244,10 +256,34 @@ class DecisionRecord:
         return {k: v for k, v in headers.items() if v}
 
 
+def block_param(block: Any, shape: Any) -> str | None:
+    """The request field a block names: its own, else the shape's (``messages``, ``input``, ``prompt``; the
+    output allowance's field when that leaves no room). The HTTP error's ``param`` and the record's
+    ``block.param`` both come from here."""
+    if block.param:
+        return str(block.param)
+    if shape is None:
+        return None
+    field = {"cannot_fit": getattr(shape, "param", None), "output_reserve": getattr(shape, "output_param", None)}
+    value = field.get(block.kind)
+    return value if isinstance(value, str) else None
+
+
+def tokens_left(action: str | None, tokens_before: int | None, tokens_after: int | None) -> int:
+    """The one definition of "tokens after" that totals use (``budget_hook_tokens_after_total``, ``replay``'s
+    ``tokens_after`` and ``tokens_saved`` = before - after): the input tokens the decision leaves for the provider.
+    A block (``blocked``, or ``would_block`` in shadow mode) leaves 0: its tokens count as saved, not forwarded.
+    A trim leaves what trimming left (``would_trim``: what enforcing would have left); a pass, all of it."""
+    if action in ("blocked", "would_block"):
+        return 0
+    value = tokens_after if tokens_after is not None else tokens_before
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 #: every header ``DecisionRecord.headers`` can write (what browsers must be allowed to read)
 BUDGET_HEADERS = ("x-budget-decision", "x-budget-mode", "x-budget-tokens-before", "x-budget-tokens-after",
                   "x-budget-window", "x-budget-input-budget", "x-budget-dropped-messages",
                   "x-budget-edited-messages", "x-budget-count-method")
 
 
-__all__ = ["BUDGET_HEADERS", "DecisionRecord"]
+__all__ = ["BUDGET_HEADERS", "DecisionRecord", "block_param", "tokens_left"]

@@ -17,6 +17,7 @@ names the fields it changes, so a team override of ``max_input_tokens`` keeps th
 from __future__ import annotations
 
 import fnmatch
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, get_args
@@ -32,7 +33,10 @@ Mode = Literal["enforce", "shadow", "off"]
 FailMode = Literal["open", "closed"]
 UnknownWindow = Literal["default", "block"]
 UnreadableContent = Literal["estimate", "block"]
-ProviderCount = Literal["off", "near_budget"]
+ProviderCount = Literal["off", "near_budget", "always"]
+#: process settings (``settings.PluginSettings``): how team/key metadata is read; what unread routes get
+MetadataPolicy = Literal["tighten", "trust", "ignore"]
+UnknownRoutes = Literal["block", "pass"]
 
 BUDGET_FIELDS = tuple(f.name for f in knob_fields(BudgetPolicy))
 TRIM_FIELDS = tuple(f.name for f in knob_fields(TrimPolicy))
@@ -57,8 +61,10 @@ class Policy:
                                            "(reported) instead of answering 400")
     provider_count: ProviderCount = knob("off", doc="near_budget: when the estimate lies within its measured error "
                                          "of the budget, ask the deployment's own token counter (Anthropic "
-                                         "count_tokens, Gemini countTokens, OpenAI responses/input_tokens) "
-                                         "with its credentials; off: estimate only")
+                                         "count_tokens, Gemini countTokens, OpenAI responses/input_tokens, a "
+                                         "self-hosted server's /tokenize) with its credentials; always: ask for "
+                                         "every request (self-hosted servers, whose chat templates the estimate "
+                                         "cannot know); off: estimate only")
     provider_count_timeout_ms: int = knob(500, gt=0, le=10_000, doc="how long to wait for the provider's "
                                           "token counter before deciding on the estimate")
     budget: BudgetPolicy = field(default_factory=BudgetPolicy)
@@ -212,6 +218,17 @@ class PolicyLayers:
         if matched:
             values.update(matched[1])
             sources.append(f"models[{matched[0]}]")
+        # several routed groups (a comma-separated list, a routing group over several groups): each one's
+        # stricter settings apply too, so no group's cap or mode is escaped by naming it beside another
+        others = [g for g in named if matched is None or g != matched[0]]
+        if len(named) > 1 and others:
+            current = self._build(values, "config").as_dict()
+            for group in others:
+                theirs = self._build({**self.base, **self.models.get(group, {})}, f"models[{group}]").as_dict()
+                for setting in TIGHTENING_SETTINGS:
+                    if _stricter(setting, current.get(setting), theirs.get(setting)):
+                        values[setting] = current[setting] = theirs[setting]
+                        sources.append(f"models[{group}].{setting}")
         for section, names in (("teams", (team_id, team_alias)), ("keys", (key_alias, key_hash))):
             table = getattr(self, section)
             name = next((n for n in names if n and n in table), None)
@@ -236,12 +253,14 @@ class PolicyLayers:
             accepted, ignored = dict(layer), []
         else:
             accepted = {k: v for k, v in layer.items() if k in TIGHTENING_SETTINGS and _stricter(k, current[k], v)}
-            ignored = [f"{label}.{k}" for k in layer if k not in accepted]
+            ignored = [f"{label}.{k}" if k in current else f"{label}.(an unknown key, sha256 "
+                       f"{hashlib.sha256(str(k).encode()).hexdigest()[:12]})" for k in layer if k not in accepted]
         if not accepted:
             return replace(resolved, ignored_metadata_settings=resolved.ignored_metadata_settings + tuple(ignored))
         try:
             policy = Policy.from_fields({**current, **accepted})
-        except PolicyError as exc:
-            return resolved.with_warning(f"{label} ignored: {exc}")
+        except PolicyError:  # the message would quote the value: the setting's names only
+            return resolved.with_warning(f"{label} ignored: its settings {', '.join(sorted(accepted))} do not "
+                                         f"combine with the operator's policy")
         return replace(resolved, policy=policy, sources=resolved.sources + (label,),
                        ignored_metadata_settings=resolved.ignored_metadata_settings + tuple(ignored))

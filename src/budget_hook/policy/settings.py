@@ -24,10 +24,10 @@ from pydantic import Field as PydanticField
 
 from ..budget import BudgetPolicy
 from ..errors import PolicyError
-from ..knobs import knob_bounds, knob_fields
+from ..knobs import check_bounds, knob, knob_bounds, knob_fields
 from ..learning import LearningSettings
 from ..trimming import TrimPolicy
-from .layers import Policy, PolicyLayers
+from .layers import MetadataPolicy, Policy, PolicyLayers, UnknownRoutes
 
 SETTINGS_PATH = "callback_settings.budget_hook"
 
@@ -53,8 +53,9 @@ Count = Annotated[int, BeforeValidator(_not_a_boolean)]
 Ratio = Annotated[float, BeforeValidator(_not_a_boolean)]
 
 
-def _pydantic_field(cls: type, knob: Field) -> tuple[Any, Any]:
-    """The YAML type of a knob: optional (an override names only what it changes), its bounds kept."""
+def _pydantic_field(cls: type, knob: Field, *, override: bool = True) -> tuple[Any, Any]:
+    """The YAML type of a knob, its bounds kept: optional for a policy override (it names only what it
+    changes), else with the knob's own default (a process or learning setting)."""
     hint = typing.get_type_hints(cls)[knob.name]
     union = typing.get_origin(hint) in (typing.Union, types.UnionType)
     args = [a for a in typing.get_args(hint) if a is not type(None)] if union else []
@@ -68,9 +69,9 @@ def _pydantic_field(cls: type, knob: Field) -> tuple[Any, Any]:
     elif typing.get_origin(base) is Literal:
         base = Annotated[base, BeforeValidator(_yaml_word)]
     optional = Optional[base]  # type: ignore[valid-type]  # noqa: UP045 - built at run time from a type variable
-    field_info: Any = PydanticField(default=None, description=knob.metadata["doc"],
+    field_info: Any = PydanticField(default=None if override else knob.default, description=knob.metadata["doc"],
                                     **knob_bounds(knob))  # type: ignore[call-overload]
-    return optional, field_info
+    return (optional if override else base), field_info
 
 
 #: Every policy knob as an optional YAML setting (built from the dataclasses: nothing to keep in sync).
@@ -81,86 +82,82 @@ PolicyFields: type[BaseModel] = create_model(  # type: ignore[call-overload]
 )
 
 
-_LEARNING = LearningSettings()  # the defaults live on the dataclass; the YAML edge adds types and bounds
-
-
-class LearningModel(BaseModel):
+class _LearningBase(BaseModel):
     """``learning:``: the correction learned from what providers bill, and windows from their errors."""
 
     model_config = ConfigDict(extra="forbid")
-    enabled: StrictBool = _LEARNING.enabled
-    window: Count = PydanticField(default=_LEARNING.window, ge=1, le=100_000)
-    quantile: Ratio = PydanticField(default=_LEARNING.quantile, gt=0, le=1)
-    min_samples: Count = PydanticField(default=_LEARNING.min_samples, ge=1, le=100_000)
-    min_factor: Ratio = PydanticField(default=_LEARNING.min_factor, gt=0, le=10)
-    max_factor: Ratio = PydanticField(default=_LEARNING.max_factor, gt=0, le=10)
-    min_billed_tokens: Count = PydanticField(default=_LEARNING.min_billed_tokens, ge=0)
-    window_ttl_seconds: Ratio = PydanticField(default=_LEARNING.window_ttl_seconds, gt=0)
-    min_window_tokens: Count = PydanticField(default=_LEARNING.min_window_tokens, ge=1)
-    min_window_ratio: Ratio = PydanticField(default=_LEARNING.min_window_ratio, ge=0, le=1)
-    max_sample_ratio: Ratio = PydanticField(default=_LEARNING.max_sample_ratio, gt=1, le=100)
-    share: Annotated[Literal["auto", "off"], BeforeValidator(_yaml_word)] = "auto"
-    sync_seconds: Ratio = PydanticField(default=_LEARNING.sync_seconds, ge=0, le=3600)
-    redis_timeout_seconds: Ratio = PydanticField(default=_LEARNING.redis_timeout_seconds, gt=0, le=10)
 
     def build(self) -> LearningSettings:
-        if self.min_factor > self.max_factor:
-            raise ValueError(f"learning.min_factor ({self.min_factor}) is above learning.max_factor "
-                             f"({self.max_factor})")
-        return LearningSettings(**self.model_dump())
+        values = self.model_dump()
+        if values["min_factor"] > values["max_factor"]:
+            raise ValueError(f"learning.min_factor ({values['min_factor']}) is above learning.max_factor "
+                             f"({values['max_factor']})")
+        return LearningSettings(**values)
 
 
-class PluginSettingsModel(PolicyFields):
-    log_to_stderr: StrictBool = True
-    metadata_policy: Literal["tighten", "trust", "ignore"] = "tighten"
-    count_cache_entries: Count = PydanticField(default=65_536, ge=0, le=10_000_000)
-    counting_threads: Count = PydanticField(default=4, ge=1, le=64)
-    offload_chars: Count = PydanticField(default=50_000, ge=0)
-    match_team_alias: StrictBool = False
-    match_key_alias: StrictBool = False
-    unknown_routes: Literal["block", "pass"] = "block"
-    learning: LearningModel = PydanticField(default_factory=LearningModel)
-    models: dict[str, PolicyFields] = PydanticField(default_factory=dict)
-    teams: dict[str, PolicyFields] = PydanticField(default_factory=dict)
-    keys: dict[str, PolicyFields] = PydanticField(default_factory=dict)
-
-
-POLICY_FIELD_NAMES = tuple(PolicyFields.model_fields)
-PROCESS_SETTINGS = ("log_to_stderr", "metadata_policy", "count_cache_entries", "counting_threads", "offload_chars",
-                    "match_team_alias", "match_key_alias", "unknown_routes")
-_ALL_NAMES = POLICY_FIELD_NAMES + PROCESS_SETTINGS + ("learning", "models", "teams", "keys")
+#: ``learning:`` from ``LearningSettings``' knobs (nothing to keep in sync)
+LearningModel: type[_LearningBase] = create_model(  # type: ignore[call-overload]
+    "LearningModel", __base__=_LearningBase,
+    **{knob.name: _pydantic_field(LearningSettings, knob, override=False) for knob in knob_fields(LearningSettings)},
+)
 
 
 @dataclass(frozen=True)
 class PluginSettings:
+    """The whole ``callback_settings.budget_hook`` block: the policy layers, then the process settings (each a
+    ``knob``: the YAML edge takes its type, default, bounds and doc from here) and ``learning``."""
+
     layers: PolicyLayers = field(default_factory=PolicyLayers)
-    #: emit the JSON decision records on stderr (the ``budget_hook`` logger has no handler otherwise)
-    log_to_stderr: bool = True
-    #: team/key ``metadata.budget_hook``: ``tighten`` (only stricter settings apply), ``trust`` (all
-    #: apply: only admins can write that metadata on this gateway), ``ignore`` (not read)
-    metadata_policy: str = "tighten"
-    #: token counts cached by content hash, per worker (about 170 bytes each; 0 disables the cache)
-    count_cache_entries: int = 65_536
-    #: threads that decide large requests off the event loop, and the size (characters of text) from
-    #: which a request counts as large (0: always inline)
-    counting_threads: int = 4
-    offload_chars: int = 50_000
-    #: ``teams:`` overrides match ``team_id``; also the team alias only when the operator opts in
-    match_team_alias: bool = False
-    #: ``keys:`` overrides match the hashed key; also the key alias only when the operator opts in (LiteLLM
-    #: lets users choose the aliases of keys they create, so an alias could claim a looser override)
-    match_key_alias: bool = False
-    #: routes that reach a model in a format budget_hook cannot read yet (Gemini interactions, realtime):
-    #: ``block`` answers 400 naming the route, ``pass`` forwards them unchecked
-    unknown_routes: str = "block"
+    log_to_stderr: bool = knob(True, doc="emit the JSON decision records on stderr (the budget_hook logger has "
+                                         "no handler otherwise)")
+    metadata_policy: MetadataPolicy = knob("tighten", doc="team/key metadata.budget_hook: tighten (only stricter "
+                                                          "settings apply), trust (all apply: only admins can write "
+                                                          "that metadata on this gateway), ignore (not read)")
+    count_cache_entries: int = knob(65_536, ge=0, le=10_000_000, doc="token counts cached by content hash, per "
+                                                                     "worker (about 170 bytes each; 0 disables it)")
+    counting_threads: int = knob(4, ge=1, le=64, doc="threads that decide large requests off the event loop")
+    offload_chars: int = knob(50_000, ge=0, doc="the size (characters of text) from which a request counts as "
+                                                "large (0: always decided in the pool)")
+    match_team_alias: bool = knob(False, doc="teams: overrides match team_id; also the team alias only when on")
+    match_key_alias: bool = knob(False, doc="keys: overrides match the hashed key; also the key alias only when on "
+                                            "(LiteLLM lets users choose the aliases of keys they create)")
+    unknown_routes: UnknownRoutes = knob("block", doc="routes that reach a model in a format budget_hook cannot "
+                                                      "read yet: block answers 400 naming the route, pass forwards "
+                                                      "them unchecked")
     #: what is learned from providers' answers (corrections, windows), and whether it is shared via Redis
     learning: LearningSettings = field(default_factory=LearningSettings)
+
+    def __post_init__(self) -> None:
+        check_bounds(self)
 
     @property
     def base_fail_mode(self) -> str:
         """The config's top-level fail mode: what the plugin's own failures do before (or without) a
         request's policy being resolved."""
         return str(self.layers.base.get("fail_mode", Policy().fail_mode))
+
+
+#: the process settings, in declaration order
+PROCESS_KNOBS: tuple[Field, ...] = knob_fields(PluginSettings)
+PROCESS_SETTINGS = tuple(knob.name for knob in PROCESS_KNOBS)
+
+
+class _SettingsBase(PolicyFields):
+    learning: LearningModel = PydanticField(default_factory=LearningModel)
+    models: dict[str, PolicyFields] = PydanticField(default_factory=dict)
+    teams: dict[str, PolicyFields] = PydanticField(default_factory=dict)
+    keys: dict[str, PolicyFields] = PydanticField(default_factory=dict)
+
+
+#: the whole block: the policy knobs (as a config layer), the process knobs, learning and the overrides
+PluginSettingsModel: type[BaseModel] = create_model(  # type: ignore[call-overload]
+    "PluginSettingsModel", __base__=_SettingsBase,
+    **{knob.name: _pydantic_field(PluginSettings, knob, override=False) for knob in PROCESS_KNOBS},
+)
+
+
+POLICY_FIELD_NAMES = tuple(PolicyFields.model_fields)
+_ALL_NAMES = POLICY_FIELD_NAMES + PROCESS_SETTINGS + ("learning", "models", "teams", "keys")
 
 
 def _explain(exc: ValidationError, root: str) -> str:

@@ -10,10 +10,11 @@ none of them: a simple CORS response exposes only what the middleware lists, and
 ``wrap_error_handler(app, exception_type, rewrite)`` wraps the handler the app's built exception
 middleware uses for ``exception_type`` (LiteLLM's ``ProxyException``): ``rewrite(exc)`` runs on every such
 exception before the original handler renders it, and may return the response to send instead (a
-streamed ``/v1/responses`` block is answered as a ``response.failed`` event). Some routes
-(``/completions``, ``/embeddings``) rebuild the plugin's error as a plain ``ProxyException`` with the HTTP
-status as its ``error.code`` and none of its headers; the rewrite finds the block by call id and puts
-them back. Returns whether it wrapped.
+streamed ``/v1/responses`` block is answered as a ``response.failed`` event), or an exception for the
+original handler to render instead. Some routes (``/completions``, ``/embeddings``) rebuild the plugin's
+error as a plain ``ProxyException`` with the HTTP status as its ``error.code`` and none of its headers; the
+rewrite finds the block by call id and renders the plugin's own error, its code and headers back. Returns
+whether it wrapped.
 
 ``wrap_routes(app, paths, transform)`` wraps the endpoint of every GET route at one of ``paths`` (FastAPI
 calls ``route.dependant.call`` on each request): ``await transform(path, payload, kwargs)`` receives the JSON
@@ -74,6 +75,8 @@ def wrap_error_handler(app: Any, exception_type: type, rewrite: Any) -> bool:
                     replacement = None
                     with contextlib.suppress(Exception):  # never stand between an error and its answer
                         replacement = rewrite(exc)
+                    if isinstance(replacement, BaseException):  # the exception to render instead
+                        return await _original(request, replacement)
                     return replacement if replacement is not None else await _original(request, exc)
 
                 handlers[exception_type] = handler

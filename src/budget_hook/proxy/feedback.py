@@ -10,11 +10,13 @@ key). What is trusted, and why:
   server-side content, ``DecisionRecord.learnable``; not from attempts the router sent elsewhere; not from
   usage LiteLLM may have computed itself, an OpenAI-format stream without ``include_usage``), and the
   deployment's *served floor*: its window is at least that;
+* nothing from a wildcard deployment (``openai/*``: the client picks the model behind one deployment id);
 * an overflow error: only when no part of the request quotes overflow wording
   (``DecisionRecord.quotes_overflow``: providers echo client keys and values in their 400s); when the
   prompt count it names is within ``max_sample_ratio`` of what we estimated we sent (else it is not about
-  our request); a window only at or above ``window_floor`` (served floor, ``min_window_tokens``,
-  ``min_window_ratio`` of the configured window). The gateway's own refusals (``ours``) teach nothing.
+  our request; an error that names no prompt count teaches no window); a window only at or above
+  ``window_floor`` (served floor, ``min_window_tokens``, ``min_window_ratio`` of the configured window).
+  The gateway's own refusals (``ours``) teach nothing.
 """
 
 from __future__ import annotations
@@ -83,12 +85,18 @@ def provider_prompt_tokens(response_obj: Any, kwargs: Mapping[str, Any]) -> int 
     return value if isinstance(value, int) else None
 
 
+def _wildcard(record: DecisionRecord) -> bool:
+    """The request went to a wildcard deployment (``openai/*``): one deployment id, any model the client
+    names, so nothing learned from it may apply to the next request."""
+    return "*" in str(getattr(record, "metrics_group", None) or "")
+
+
 async def learn_from_usage(learning: SharedLearning, kwargs: Mapping[str, Any], record: DecisionRecord,
                            billed: int | None) -> dict[str, Any] | None:
     """The provider's bill next to our estimate of what was forwarded: one ratio for its deployment, and
     proof that its window holds ``billed`` tokens."""
     deployment = deployment_id(kwargs)
-    if billed is None or deployment is None or not usage_from_provider(kwargs):
+    if billed is None or deployment is None or not usage_from_provider(kwargs) or _wildcard(record):
         return None
     await learning.learn_served(deployment, billed)
     if not record.learnable or record.estimate_forwarded is None or record.attempts:
@@ -118,13 +126,19 @@ async def learn_from_error(learning: SharedLearning, kwargs: Mapping[str, Any], 
     if record.quotes_overflow:
         return {**learned, "ignored": "the request itself contains overflow wording, which a provider's error "
                                       "may quote back: nothing is learned from it"}
+    if _wildcard(record):
+        return {**learned, "ignored": "a wildcard deployment serves whatever model the client names: what one "
+                                      "model's error says is no fact about the others"}
     estimate, prompt = record.estimate_forwarded, overflow.prompt_tokens
     if prompt is not None and estimate and not record.attempts:
         limit = learning.settings.max_sample_ratio
         if not 1 / limit <= prompt / estimate <= limit:
             return {**learned, "ignored": f"the error counts {prompt} prompt tokens where {estimate} were sent: "
                                           "it is not about this request"}
-    if overflow.window is not None:
+    if overflow.window is not None and prompt is None:
+        learned["ignored"] = ("the error names no prompt count to check against what was sent: its window is "
+                              "not learned")
+    elif overflow.window is not None:
         floor = learning.window_refusal(deployment, overflow.window, configured)
         if floor is not None:
             learned.update(refused_window=overflow.window, floor=floor)

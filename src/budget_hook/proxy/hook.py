@@ -1,8 +1,9 @@
 """The LiteLLM hook: turns LiteLLM's calls into one core call and the core's decision back into LiteLLM's terms.
 
-This is the only module of budget_hook that imports litellm or fastapi; what it uses (record store,
-client input, router windows, thread pool, error rendering) lives beside it, testable without LiteLLM.
-Per request:
+This is the only module of budget_hook that imports litellm or fastapi, and a thin one: what it uses lives
+beside it, testable without LiteLLM (``records``: the one per-call store; ``attempts``: the per-attempt
+re-check; ``outcomes``: log lines, learning, metrics; ``answers``: each shape's error format; ``client_input``,
+``windows``, ``offload``, ``errors``, ``app_hooks``, ``route_guard``). Per request:
 
 1. find the request's shape by LiteLLM's call type (``budget_hook.shapes``); others pass untouched;
 2. build one ``BudgetRequest``: the body, the caller (team, key, admin metadata), the client's input,
@@ -24,16 +25,11 @@ Why hooks are defined on the class itself: the proxy only calls ``async_pre_call
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import dataclasses
-import json
 import logging
 import sys
-import traceback
-from collections import OrderedDict
-from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any
 
 import litellm
@@ -44,30 +40,30 @@ from ..budget import ModelLimits
 from ..counting.cache import COUNT_CACHE
 from ..errors import PolicyError
 from ..learning import Calibration, quotes_overflow, teacher_of
-from ..pipeline import BudgetRequest, Decision, DecisionRecord, InternalFailure, advertised, decide, estimate
+from ..pipeline import BudgetRequest, Decision, DecisionRecord, InternalFailure, advertised, decide
 from ..pipeline.record import BUDGET_HEADERS
 from ..pipeline.request import Caller
 from ..policy import PluginSettings, load_settings
-from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES
+from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, Shape
+from .answers import error_object, streamed_answer
 from .app_hooks import expose, wrap_error_handler, wrap_routes
+from .attempts import recheck
 from .client_input import SETTINGS_NAME, caller_of, read_client_input
-from .errors import ErrorSpec, block_error, internal_error, responses_failed_events, unread_route_error
-from .feedback import deployment_id, learn_from_error, learn_from_usage, provider_prompt_tokens
-from .labels import group_labels, labelled
-from .loglines import bounded_line, describe_error, install_stderr_handler
+from .errors import ErrorSpec, block_error, internal_error, unread_route_error
+from .labels import labelled
+from .loglines import install_stderr_handler
 from .metrics import Metrics, register_with_prometheus
 from .model_info import ROUTES as MODEL_INFO_ROUTES
 from .model_info import advertise, groups_in, is_proxy_admin
 from .offload import Offloader
-from .provider_count import ProviderCounter, group_target
-from .records import RecordStore, attach_record
-from .route_guard import install_path_context, pass_through_group, refused_call, streams_responses, undecided_attempt
+from .outcomes import log_internal, log_outcome
+from .provider_count import ProviderCounter, decide_with_provider_count
+from .records import Decided, RecordStore, attach_record
+from .route_guard import install_path_context, pass_through_group, refused_call
 from .shared import SharedLearning, litellm_redis
 from .windows import (
     WindowCache,
     combine,
-    configured_window,
-    covers,
     deployment_limits,
     deployments_of,
     limits_from_router,
@@ -86,20 +82,21 @@ class BudgetHookHTTPError(ProxyException):
     the HTTP status into ``error.code``), answers with its status, logs it as a client error (one line, no
     traceback) and reports it to failure callbacks. ``code`` stays the HTTP status the proxy reads;
     ``to_dict`` writes the provider's own ``error.code`` (``context_length_exceeded``), which OpenAI's SDK,
-    openai-agents and pydantic-ai read to recognise an overflow.
+    openai-agents and pydantic-ai read to recognise an overflow, or the shape's own error object
+    (``answers.error_object``); ``streamed``: the events a streamed call is answered with instead
+    (``answers.streamed_answer``), from the call id the proxy adds to the headers.
     """
 
-    def __init__(self, spec: ErrorSpec, headers: Mapping[str, str] | None = None) -> None:
+    def __init__(self, spec: ErrorSpec, headers: Mapping[str, str] | None = None, *, shape: Shape | None = None,
+                 streamed: Callable[[Any], str] | None = None) -> None:
         facts = {"code": spec.code, **({"budget_hook": dict(spec.facts)} if spec.facts else {})}
         super().__init__(message=spec.message, type=spec.type, param=spec.param, code=spec.status_code,
                          openai_code=spec.code, provider_specific_fields=facts,
                          headers=dict(headers) if headers else None)
         self.status_code = spec.status_code
         self.error_code = spec.code
-        #: a streamed /v1/responses call: answered as a ``response.failed`` event (``responses_failed_stream``)
-        self.streamed_responses = False
-        #: a Gemini-native route: answered in Gemini's error format
-        self.gemini = False
+        self.error_body = error_object(shape, spec)
+        self.streamed = streamed
         detail: dict[str, Any] = {"error": spec.message, "type": spec.type, "code": spec.code}
         if spec.param:
             detail["param"] = spec.param
@@ -108,17 +105,17 @@ class BudgetHookHTTPError(ProxyException):
         self.detail = detail
 
     def to_dict(self) -> dict:
-        if self.gemini:  # Gemini's own error object: what google-genai's APIError reads (code, status)
-            return {"code": self.status_code, "message": self.message, "status": "INVALID_ARGUMENT",
-                    "details": [{"reason": self.error_code}]}
+        if self.error_body is not None:
+            return dict(self.error_body)
         return {**super().to_dict(), "code": self.error_code}
 
 
-def responses_failed_stream(error: BudgetHookHTTPError) -> Any:
-    """A streamed ``/v1/responses`` block as the Responses API's own failure events (``errors``)."""
+def streamed_block(error: BudgetHookHTTPError) -> Any:
+    """A streamed block as its API's own failure events (``answers.streamed_answer``)."""
     from fastapi.responses import StreamingResponse
 
-    body = responses_failed_events(error.headers.get("x-litellm-call-id"), error.error_code, error.message)
+    assert error.streamed is not None
+    body = error.streamed(error.headers.get("x-litellm-call-id"))
     return StreamingResponse(iter([body]), status_code=200, media_type="text/event-stream", headers=error.headers)
 
 
@@ -132,6 +129,12 @@ def _add_routes(app: Any, plugin: BudgetHookPlugin) -> None:
     install_path_context(app)  # the request's route, for the hooks (proxy.route_guard)
     auth = [Depends(user_api_key_auth)] if litellm.require_auth_for_metrics_endpoint is not False else []
     app.add_api_route("/budget_hook/metrics", plugin._metrics_endpoint, methods=["GET"], dependencies=auth)
+
+
+def _overflow_error(message: str, model: str) -> Exception:
+    """An attempt refused: the context-window error LiteLLM's router understands (no fallback to a smaller one)."""
+    error: Exception = litellm.ContextWindowExceededError(message=message, model=model, llm_provider="budget_hook")
+    return error
 
 
 def _router() -> Any:
@@ -152,20 +155,6 @@ def _router_deployment_limits(key: str) -> ModelLimits | None:
     return deployment_limits(_router(), group, deployment_id)
 
 
-@dataclass(frozen=True)
-class _Decided:
-    """What the pre-call decision leaves for the attempts: the record object attached to the body (an
-    identity no client can forge), the request without its body, the limits and fail mode it used, and
-    the content fields it forwarded (by reference: an attempt on the same objects needs no new count).
-    Kept until the request succeeds, or for ``failed_seconds`` after a failure (a fallback may follow)."""
-
-    marker: dict[str, Any]
-    request: BudgetRequest
-    limits: ModelLimits
-    fail_mode: str
-    content: Mapping[str, Any]
-
-
 class BudgetHookPlugin(CustomLogger):
     """Token-budget enforcement for the LiteLLM proxy. The proxy builds one instance per worker."""
 
@@ -181,10 +170,8 @@ class BudgetHookPlugin(CustomLogger):
                 raise
         self.settings = settings
         self.windows: WindowCache[ModelLimits] = WindowCache(_router_limits)
+        #: per call id: its record, and what its attempts are checked against (``records.Decided``)
         self.records: RecordStore[DecisionRecord] = RecordStore()
-        #: call id -> what the pre-call decision needs to be checked again per attempt, and the record object
-        #: attached to its body (see ``_already_decided``)
-        self._decided: OrderedDict[str, _Decided] = OrderedDict()
         self.deployment_windows: WindowCache[ModelLimits | None] = WindowCache(_router_deployment_limits)
         self.offloader = Offloader(threads=settings.counting_threads, offload_chars=settings.offload_chars)
         self.learning = SharedLearning(settings.learning, redis=lambda: litellm_redis(_router(), litellm))
@@ -261,21 +248,20 @@ class BudgetHookPlugin(CustomLogger):
             else:
                 fail_mode = self.settings.base_fail_mode
             return self._internal_failure(exc, data, key, fail_mode, request)
-        self.records.remember(data.get("litellm_call_id"), record)
         marker = attach_record(data, key, record)
         # the trimmed copy carries the metadata just attached (the record, and spend_logs_metadata)
         forwarded = data if decision.request is data else {**decision.request, key: data[key]}
-        if decision.action != "blocked":  # a refused request makes no attempt
-            content = {f: forwarded.get(f) for f in shape.content_fields}
-            self._mark_decided(data, _Decided(marker, replace(request, body={}), decision.limits,
-                                              decision.resolved.policy.fail_mode, content))
-        if decision.action == "blocked":
+        if decision.action == "blocked":  # a refused request makes no attempt: nothing kept for attempts
+            self.records.remember(data.get("litellm_call_id"), record)
             # the headers ride on the error itself: routes that answer errors their own way (Anthropic's
             # /v1/messages, /completions) never ask the response-headers hook
-            error = BudgetHookHTTPError(block_error(decision, shape), headers=record.headers())
-            error.streamed_responses = streams_responses(shape, data, call_type)
-            error.gemini = shape.name == "gemini" and error.status_code == 400
-            raise error
+            spec = block_error(decision, shape)
+            raise BudgetHookHTTPError(spec, headers=record.headers(), shape=shape,
+                                      streamed=streamed_answer(shape, data, call_type, spec))
+        content = {f: forwarded.get(f) for f in shape.content_fields}
+        self.records.remember(data.get("litellm_call_id"), record,
+                              Decided(marker, replace(request, body={}), decision.limits,
+                                      decision.resolved.policy.fail_mode, content))
         return forwarded
 
     async def _advertise(self, path: str, payload: Any, endpoint_args: Mapping[str, Any]) -> Any:
@@ -294,24 +280,10 @@ class BudgetHookPlugin(CustomLogger):
         return with_learned_window(limits, window), Calibration(correction=correction)
 
     async def _with_provider_count(self, request: BudgetRequest, decision: Decision) -> Decision:
-        """The estimate lies within its measured error of the budget: ask the deployment's own counter and
-        decide again on its count (a timeout or an error leaves the estimate's decision, noted)."""
+        """Decided again on the deployments' own count (``provider_count.decide_with_provider_count``)."""
         groups = dict.fromkeys((request.model_group, *request.limits.routed_groups))  # a router alias too
-        target = group_target([d for group in groups for d in deployments_of(_router(), group)], request.shape.name)
-        calibration = request.calibration
-        if target is None:
-            note = f"no token counting endpoint for {request.shape.name} requests to this group's deployments"
-            return replace(decision, count={**(decision.count or {}), "provider": {"note": note}})
-        timeout = decision.resolved.policy.provider_count_timeout_ms / 1000
-        tokens, note = await self.provider_counter.count(target, request.body, timeout)
-        if tokens is None:
-            calibration = replace(calibration, provider_note=note)
-        else:
-            ours = await self.offloader.run(lambda: estimate(request), request.body)
-            calibration = replace(calibration, provider_tokens=tokens, provider_estimate=max(1, ours),
-                                  provider_note=note)
-        again = replace(request, calibration=calibration)
-        return await self.offloader.run(lambda: decide(again, self.settings), request.body)
+        deployments = [d for group in groups for d in deployments_of(_router(), group)]
+        return await decide_with_provider_count(self, request, decision, deployments)
 
     async def _metrics_endpoint(self) -> Any:
         from fastapi.responses import PlainTextResponse
@@ -319,116 +291,41 @@ class BudgetHookPlugin(CustomLogger):
         return PlainTextResponse(self.metrics.render(), media_type="text/plain; version=0.0.4")
 
     def _restore_block(self, exc: Any) -> Any:
-        """A streamed ``/v1/responses`` block is answered as the Responses API's own ``response.failed``
-        event (what Codex compacts on). A route that rebuilt our block as a plain ``ProxyException``
-        (``error.code`` = the HTTP status, no ``x-budget-*`` headers) gets the code and headers back."""
+        """A streamed block is answered as its API's own failure events (a streamed ``/v1/responses`` call:
+        ``response.failed``, what Codex compacts on). A route that rebuilt our block as a plain
+        ``ProxyException`` (``error.code`` = the HTTP status, no ``x-budget-*`` headers) is rendered as our
+        own error again: the block's code and headers back (``app_hooks.wrap_error_handler``)."""
         if isinstance(exc, BudgetHookHTTPError):
-            return responses_failed_stream(exc) if exc.streamed_responses else None
+            return streamed_block(exc) if exc.streamed is not None else None
         if not isinstance(getattr(exc, "headers", None), dict):
             return None
         record = self.records.find(exc.headers.get("x-litellm-call-id"))
         if record is None or record.block is None or record.action != "blocked":
             return None
         code = str(record.block.get("code") or "context_length_exceeded")
-        exc.headers.update(record.headers())
-        exc.to_dict = lambda: {**ProxyException.to_dict(exc), "code": code}
-        return None
+        status = int(exc.code) if str(exc.code).isdigit() else 400
+        restored = BudgetHookHTTPError(ErrorSpec(status, exc.message, exc.type, code, exc.param),
+                                       headers={**exc.headers, **record.headers()})
+        restored.provider_specific_fields = exc.provider_specific_fields
+        return restored
 
     def _already_decided(self, data: Mapping[str, Any], key: str) -> bool:
         """True when this very body already went through this plugin: its metadata holds the record object
         we attached (an identity no client can forge; a client may well reuse a call id)."""
-        call_id = data.get("litellm_call_id")
-        decided = self._decided.get(call_id) if isinstance(call_id, str) else None
+        decided = self.records.decided(data.get("litellm_call_id"))
         metadata = data.get(key)
         return decided is not None and isinstance(metadata, Mapping) and metadata.get(SETTINGS_NAME) is decided.marker
-
-    def _mark_decided(self, data: Mapping[str, Any], decided: _Decided) -> None:
-        call_id = data.get("litellm_call_id")
-        if isinstance(call_id, str):
-            self._decided[call_id] = decided
-            while len(self._decided) > self.records.in_flight:
-                self._decided.popitem(last=False)
 
     # --- every attempt: the deployment the router chose (retries, fallbacks, aliases, wildcards) -----
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
-        """Check the request once more against the deployment this attempt goes to.
-
-        The pre-call hook budgets against the group the client named; the router may then send the same body
-        to another deployment: a retry, a fallback to another group, an alias or wildcard resolved later.
-        When the attempt's deployment has the window the first decision used (and the body is the one we
-        forwarded) the first decision stands; otherwise the attempt is decided again against its own window
-        and policy: forwarded as is, trimmed, or refused with a context-window error the router understands.
-        """
-        shape = SHAPES.for_call_type(getattr(call_type, "value", call_type))
-        call_id = kwargs.get("litellm_call_id")
-        decided = self._decided.get(call_id) if isinstance(call_id, str) else None
-        if shape is None or decided is None:  # a router pass-through, a route that skips the pre-call hook
-            return await undecided_attempt(self, kwargs, getattr(call_type, "value", call_type), BudgetHookHTTPError)
-        try:
-            attempt = self._attempt_limits(kwargs)
-            if attempt is None:
-                return None
-            group, limits = attempt
-            same_content = all(kwargs.get(f) is decided.content.get(f) for f in shape.content_fields)
-            if same_content and covers(limits, decided.limits):
-                return None  # nothing differs: the first decision holds for this deployment
-            # in the attempt's own format: LiteLLM may have translated the body on the way (a /v1/messages call to
-            # an OpenAI deployment reaches it as a Responses call)
-            request = labelled(_router(), replace(decided.request, shape=shape, body=kwargs, model_group=group,
-                                                  limits=limits))
-            decision = await self.offloader.run(lambda: decide(request, self.settings), kwargs)
-        except Exception as exc:  # the plugin's own failure, per the fail mode of the first decision
-            fail_mode = decided.fail_mode
-            self._log_internal(exc, kwargs, fail_mode, decided.request)
-            if fail_mode == "closed":
-                raise BudgetHookHTTPError(internal_error(call_id)) from None
-            return None
-        self._record_attempt(call_id, decision.model_group, decision)
-        if decision.action == "blocked":
-            spec = block_error(decision, shape)
-            raise litellm.ContextWindowExceededError(message=spec.message, model=str(kwargs.get("model")),
-                                                     llm_provider="budget_hook")
-        return None if decision.request is kwargs else dict(decision.request)
-
-    def _attempt_limits(self, kwargs: Mapping[str, Any]) -> tuple[str, ModelLimits] | None:
-        """The group and limits of the deployment this attempt goes to (from the router's own metadata)."""
-        for key in ("metadata", "litellm_metadata"):
-            metadata = kwargs.get(key)
-            if not isinstance(metadata, Mapping) or not isinstance(metadata.get("model_info"), Mapping):
-                continue
-            deployment_id = metadata["model_info"].get("id")
-            group = metadata.get("deployment_model_name") or metadata.get("model_group")
-            if isinstance(deployment_id, str) and isinstance(group, str):
-                limits = self.deployment_windows.get(f"{group}\x00{deployment_id}")
-                # a deployment the router no longer lists: the smallest window of its group
-                limits = limits if limits is not None else self.model_limits(group)
-                window = self.learning.window([deployment_id]) if self.settings.learning.enabled else None
-                return group, with_learned_window(limits, window)
-        return None
-
-    def _record_attempt(self, call_id: Any, group: str, decision: Decision) -> None:
-        record = self.records.find(call_id)
-        if record is None:
-            return
-        attempt = {"model_group": group, "window": decision.limits.window, "action": decision.action,
-                   "tokens_before": decision.tokens_before, "tokens_after": decision.tokens_after}
-        self.records.remember(call_id, dataclasses.replace(record, attempts=(*record.attempts, attempt)[-10:]))
-
-    def _log_internal(self, exc: Exception, data: Mapping[str, Any], fail_mode: str,
-                      request: BudgetRequest | None = None) -> DecisionRecord:
-        cause = exc.cause if isinstance(exc, InternalFailure) else exc
-        record = DecisionRecord.failure(model_group=group_labels(_router(), str(data.get("model")))[0]
-                                        or data.get("model"), error=f"{type(cause).__name__}: {cause}",
-                                        fail_mode=fail_mode, request=request)
-        logger.critical(json.dumps({"event": "budget_hook.internal_error", "call_id": data.get("litellm_call_id"),
-                                    **record.as_dict(),
-                                    "traceback": "".join(traceback.format_exception(cause, limit=8))}, default=str))
-        return record
+        """Check the request once more against the deployment this attempt goes to (``attempts.recheck``)."""
+        return await recheck(self, kwargs, call_type, router=_router, error_type=BudgetHookHTTPError,
+                             overflow_error=_overflow_error)
 
     def _internal_failure(self, exc: Exception, data: dict, key: str, fail_mode: str,
                           request: BudgetRequest | None) -> None:
-        record = self._log_internal(exc, data, fail_mode, request)
+        record = log_internal(exc, data, fail_mode, request, _router())
         try:
             self.records.remember(data.get("litellm_call_id"), record)
             attach_record(data, key, record)
@@ -452,48 +349,8 @@ class BudgetHookPlugin(CustomLogger):
     async def async_log_failure_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
         await self._log_outcome("failure", kwargs, response_obj)
 
-    def _purge_later(self, call_id: Any) -> None:
-        """Failed records, and what a failed request left for its attempts, leave after ``failed_seconds``
-        even when no other request comes (a retry or fallback comes within that time)."""
-        def purge() -> None:
-            self.records.purge()
-            if isinstance(call_id, str) and self.records.find(call_id) is None:
-                self._decided.pop(call_id, None)
-        with contextlib.suppress(RuntimeError):  # no running loop: the next failure purges
-            asyncio.get_running_loop().call_later(self.records.failed_seconds + 1.0, purge)
-
     async def _log_outcome(self, outcome: str, kwargs: dict, response_obj: Any) -> None:
-        try:
-            call_id = kwargs.get("litellm_call_id")
-            record = self.records.settle(call_id, outcome)
-            if outcome == "success" and isinstance(call_id, str):
-                self._decided.pop(call_id, None)
-            if record is None:
-                return  # not a request this plugin decided on
-            billed = provider_prompt_tokens(response_obj, kwargs) if outcome == "success" else None
-            self.metrics.observe(record, outcome, billed)
-            decision = record.as_dict()
-            entry: dict[str, Any] = {
-                "event": "budget_hook.decision",
-                "outcome": outcome,
-                "call_id": call_id,
-                "model_group": record.model_group, "team_id": record.team_id, "team_alias": record.team_alias,
-                "key_alias": record.key_alias,
-                "decision": {k: v for k, v in decision.items() if k not in ("team_id", "team_alias", "key_alias")},
-            }
-            if outcome == "success":
-                entry.update(provider_prompt_tokens=billed, estimated_prompt_tokens=record.tokens_after)
-                learned = await learn_from_usage(self.learning, kwargs, record, billed)
-            else:
-                entry["error"] = describe_error(kwargs.get("exception"), with_text=record.log_content)
-                learned = await learn_from_error(self.learning, kwargs, record, ours=BudgetHookHTTPError,
-                                                 configured=configured_window(_router(), deployment_id(kwargs)))
-                self._purge_later(call_id)
-            if learned is not None:
-                entry["learned"] = learned
-            logger.info(bounded_line(entry))
-        except Exception:  # a logging problem must never affect the response
-            logger.exception("budget_hook: could not write the decision record")
+        await log_outcome(self, outcome, kwargs, response_obj, ours=BudgetHookHTTPError, router=_router())
 
 
 #: The instance the proxy loads: ``litellm_settings: callbacks: budget_hook.proxy.plugin``.

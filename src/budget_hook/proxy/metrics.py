@@ -19,22 +19,36 @@ import threading
 from collections import defaultdict
 from typing import Any
 
+from ..pipeline.record import tokens_left
+
 MAX_SERIES = 2000
 _NAMES = {
     "decisions": ("budget_hook_decisions_total", "counter",
                   "Requests decided, by action, outcome, model group and team"),
     "before": ("budget_hook_tokens_before_total", "counter", "Input tokens as the clients sent them"),
-    "after": ("budget_hook_tokens_after_total", "counter", "Input tokens as forwarded (what trimming left)"),
+    "after": ("budget_hook_tokens_after_total", "counter",
+              "Input tokens the decisions left for the provider: what trimming left, 0 for a block "
+              "(pipeline.record.tokens_left, the definition replay uses; before - after is what was saved)"),
     "estimate": ("budget_hook_estimated_prompt_tokens_total", "counter",
                  "Our estimate of what was forwarded, on requests whose bill the provider reported"),
     "billed": ("budget_hook_provider_prompt_tokens_total", "counter",
                "What the provider billed for the same requests"),
+    "learned_factor": ("budget_hook_learned_factor", "gauge",
+                       "The correction learned from a deployment's bills that the latest request to it was estimated "
+                       "with (1 = none; bounded by learning.min_factor and learning.max_factor)"),
+    "learned_samples": ("budget_hook_learned_samples", "gauge",
+                        "How many of the deployment's bills that correction was learned from"),
 }
 
 
 def _label(value: Any) -> str:
     text = "" if value is None else str(value)
     return text.replace("\n", " ")[:200]
+
+
+def _number(value: float) -> str:
+    """A sample's value, exactly: a counter past a million tokens keeps every digit (``%g`` kept six)."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
 
 
 def _escaped(value: str) -> str:
@@ -61,11 +75,30 @@ class Metrics:
                                                               "outcome": outcome})] += 1
             if isinstance(record.tokens_before, int):
                 self._values["before"][self._key("before", labels)] += record.tokens_before
-            if isinstance(record.tokens_after, int):
-                self._values["after"][self._key("after", labels)] += record.tokens_after
+            if isinstance(record.tokens_before, int) or isinstance(record.tokens_after, int):
+                self._values["after"][self._key("after", labels)] += tokens_left(record.action, record.tokens_before,
+                                                                                  record.tokens_after)
             if isinstance(billed, int) and isinstance(record.estimate_forwarded, int):
                 self._values["estimate"][self._key("estimate", labels)] += record.estimate_forwarded
                 self._values["billed"][self._key("billed", labels)] += billed
+
+        self._learned(record, group)
+
+    def _learned(self, record: Any, group: Any) -> None:
+        """The learned correction this request was estimated with, per deployment (a gauge: the latest)."""
+        count = getattr(record, "count", None)
+        learned = count.get("learned") if isinstance(count, dict) else None
+        if not isinstance(learned, dict):
+            return
+        deployment, factor = learned.get("deployment"), learned.get("factor")
+        if not isinstance(deployment, str) or not isinstance(factor, (int, float)):
+            return
+        labels = {"model_group": group, "deployment": deployment}
+        with self._lock:
+            self._values["learned_factor"][self._key("learned_factor", labels)] = float(factor)
+            samples = learned.get("samples")
+            if isinstance(samples, int):
+                self._values["learned_samples"][self._key("learned_samples", labels)] = samples
 
     def families(self) -> list[tuple[str, str, list[tuple[dict[str, str], float]]]]:
         """Each metric's name, help and samples (labels, value), as one consistent snapshot."""
@@ -73,13 +106,16 @@ class Metrics:
             return [(metric, doc, [(dict(key), value) for key, value in sorted(self._values[name].items())])
                     for name, (metric, _, doc) in _NAMES.items()]
 
+    def kind(self, metric: str) -> str:
+        return next((kind for name, kind, _ in _NAMES.values() if name == metric), "counter")
+
     def render(self) -> str:
         lines: list[str] = []
         for metric, doc, samples in self.families():
-            lines += [f"# HELP {metric} {doc}", f"# TYPE {metric} counter"]
+            lines += [f"# HELP {metric} {doc}", f"# TYPE {metric} {self.kind(metric)}"]
             for labels, value in samples:
                 text = ",".join(f'{k}="{_escaped(v)}"' for k, v in labels.items())
-                lines.append(f"{metric}{{{text}}} {value:g}")
+                lines.append(f"{metric}{{{text}}} {_number(value)}")
         return "\n".join(lines) + "\n"
 
 
@@ -91,7 +127,7 @@ def register_with_prometheus(metrics: Metrics) -> bool:
     takes the place of an earlier one)."""
     try:
         from prometheus_client import REGISTRY
-        from prometheus_client.core import CounterMetricFamily
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
     except ImportError:
         return False
     if _REGISTERED:
@@ -102,7 +138,8 @@ def register_with_prometheus(metrics: Metrics) -> bool:
         def collect(self) -> Any:
             for metric, doc, samples in _REGISTERED[0].families():
                 names = sorted({k for labels, _ in samples for k in labels})
-                family = CounterMetricFamily(metric, doc, labels=names)
+                kind = GaugeMetricFamily if _REGISTERED[0].kind(metric) == "gauge" else CounterMetricFamily
+                family = kind(metric, doc, labels=names)
                 for labels, value in samples:
                     family.add_metric([labels.get(k, "") for k in names], value)
                 yield family

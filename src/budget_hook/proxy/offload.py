@@ -20,13 +20,10 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import Any, TypeVar
 
-from ..shapes import SHAPES
+from ..shapes import CONTENT_FIELDS
 
 T = TypeVar("T")
 
-#: request keys that carry what the model reads, in any shape (metadata, headers and LiteLLM's own
-#: fields are skipped)
-CONTENT_FIELDS = SHAPES.content_fields()
 #: one character of a payload that must be decoded (a ``data:`` URL, a ``file_data`` or ``data`` field: images,
 #: PDFs, audio) counts as this many: a PDF's streams may inflate to 16 bytes per byte, a small one to 8 KiB
 #: (``counting.media``), and the worst found costs ~30 characters of prose per character (``bench/hostile_cpu.py``).
@@ -72,6 +69,8 @@ def approximate_size(data: Mapping[str, Any], limit: int, fields: tuple[str, ...
             items = value.items() if len(value) * ITEM_WEIGHT <= limit - total else \
                 islice(value.items(), (limit - total) // ITEM_WEIGHT + 1)
             for key, item in items:
+                if isinstance(key, str) and len(key) > 64:  # a key is text too (a schema's property names)
+                    total += text_size(key, limit - total)
                 if key in BINARY_KEYS and isinstance(item, str):
                     total += ITEM_WEIGHT + len(item) * BINARY_WEIGHT
                 else:

@@ -7,13 +7,22 @@ endpoint for requests of that shape, else None:
 
 * Anthropic (``anthropic/...``; Messages format): ``POST {api_base}/v1/messages/count_tokens``;
 * Gemini API (``gemini/...``; generateContent format): ``POST {api_base}/v1beta/models/{model}:countTokens``;
-* OpenAI (``openai/...``, Responses format): ``POST {api_base}/responses/input_tokens``.
+* OpenAI (``openai/...``, Responses format): ``POST {api_base}/responses/input_tokens``;
+* self-hosted OpenAI-compatible servers (``hosted_vllm/...``, or ``openai/...`` with an ``api_base`` that is
+  not OpenAI's; chat format): vLLM's and SGLang's ``POST {server}/tokenize`` with the ``messages`` (and
+  ``tools``), which applies the model's own chat template and answers ``{"count": N, "max_model_len":
+  M}``. The key is optional. A server that answers 404 or 405 has no such endpoint: it is not asked
+  again for ``NO_ENDPOINT_SECONDS``.
 
 ``ProviderCounter.count(target, body, timeout)`` returns ``(tokens, note)``: the provider's count of the
 body as the client sent it (None on a timeout, an error, an answer without a count), and what happened
 (``answered``, ``cached``, ``timeout``, ``error: status 500``). Counts are cached by the hash of the URL
 and the body sent (a resent request is not counted twice). It never raises, never logs the body, and
 sends nothing but the counting request.
+
+``decide_with_provider_count(plugin, request, decision, deployments)``: a decision whose estimate lies within
+its measured error of the budget, decided again on the deployments' own count (the plugin duck-typed:
+``provider_counter``, ``offloader``, ``settings``).
 """
 
 from __future__ import annotations
@@ -22,12 +31,15 @@ import asyncio
 import hashlib
 import json
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
+
+from ..pipeline import BudgetRequest, Decision, decide, estimate
 
 _ANTHROPIC_FIELDS = ("messages", "system", "tools", "tool_choice", "thinking", "mcp_servers", "output_format",
                      "output_config", "context_management")
@@ -39,6 +51,9 @@ _DEFAULT_BASES = {"anthropic": "https://api.anthropic.com", "gemini": "https://g
                   "openai": "https://api.openai.com/v1"}
 _KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY", "openai": "OPENAI_API_KEY"}
 _SHAPE_OF = {"anthropic": "anthropic", "gemini": "gemini", "openai": "responses"}
+_TOKENIZE_FIELDS = ("messages", "tools")
+#: how long a server whose ``/tokenize`` answered 404/405 is not asked again
+NO_ENDPOINT_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -49,6 +64,9 @@ class CountTarget:
     model: str
 
     def body(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        if self.provider == "tokenize":
+            body = {k: request[k] for k in _TOKENIZE_FIELDS if request.get(k) is not None}
+            return {"model": self.model, **body, "add_generation_prompt": True}
         if self.provider == "anthropic":
             body = {k: request[k] for k in _ANTHROPIC_FIELDS if request.get(k) is not None}
             return {"model": self.model, **body}
@@ -65,6 +83,14 @@ def _secret(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def _self_hosted(provider: str, params: Mapping[str, Any]) -> str | None:
+    """The server's root URL when the deployment is a self-hosted OpenAI-compatible server, else None."""
+    base = _secret(params.get("api_base"))
+    if provider not in ("hosted_vllm", "openai") or not base or "api.openai.com" in base:
+        return None
+    return base.rstrip("/").removesuffix("/v1")
+
+
 def count_target(deployment: Mapping[str, Any], shape_name: str) -> CountTarget | None:
     params = deployment.get("litellm_params") if isinstance(deployment, Mapping) else None
     if not isinstance(params, Mapping) or not isinstance(params.get("model"), str):
@@ -72,6 +98,10 @@ def count_target(deployment: Mapping[str, Any], shape_name: str) -> CountTarget 
     model: str = params["model"]
     provider, _, name = model.partition("/")
     provider = str(params.get("custom_llm_provider") or provider)
+    server = _self_hosted(provider, params) if shape_name == "chat" and name else None
+    if server is not None:
+        key = _secret(params.get("api_key"))
+        return CountTarget("tokenize", f"{server}/tokenize", {"authorization": f"Bearer {key}"} if key else {}, name)
     if not name or provider not in _SHAPE_OF or _SHAPE_OF[provider] != shape_name:
         return None
     key = _secret(params.get("api_key")) or os.environ.get(_KEY_ENV[provider])
@@ -95,13 +125,16 @@ def group_target(deployments: list[Any], shape_name: str) -> CountTarget | None:
     first = targets[0] if targets else None
     if first is None or any(t is None or t.provider != first.provider for t in targets):
         return None
+    if first.provider == "tokenize" and any(t is not None and t.model != first.model for t in targets):
+        return None  # servers of different models apply different chat templates
     return first
 
 
 def _tokens(provider: str, answer: Any) -> int | None:
     if not isinstance(answer, Mapping):
         return None
-    value = answer.get("totalTokens") if provider == "gemini" else answer.get("input_tokens")
+    names = {"gemini": "totalTokens", "tokenize": "count"}
+    value = answer.get(names.get(provider, "input_tokens"))
     return value if isinstance(value, int) and value >= 0 and not isinstance(value, bool) else None
 
 
@@ -113,6 +146,8 @@ class ProviderCounter:
         self._client_factory = client
         self._client: httpx.AsyncClient | None = None
         self.calls = 0
+        #: counting URLs that answered 404/405 (no such endpoint), until when they are not asked
+        self._absent: dict[str, float] = {}
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -130,6 +165,8 @@ class ProviderCounter:
         if cached is not None:
             self._cache.move_to_end(digest)
             return cached, "cached"
+        if self._absent.get(target.url, 0.0) > time.monotonic():
+            return None, "error: no counting endpoint (404)"
         self.calls += 1
         try:
             response = await asyncio.wait_for(
@@ -140,6 +177,10 @@ class ProviderCounter:
             return None, f"timeout after {timeout:.2f} s"
         except Exception as exc:  # connection refused, TLS, DNS: the estimate decides
             return None, f"error: {type(exc).__name__}"
+        if response.status_code in (404, 405):
+            if len(self._absent) > 4096:
+                self._absent.clear()
+            self._absent[target.url] = time.monotonic() + NO_ENDPOINT_SECONDS
         if response.status_code != 200:
             return None, f"error: status {response.status_code}"
         try:
@@ -152,3 +193,25 @@ class ProviderCounter:
         while len(self._cache) > self._entries:
             self._cache.popitem(last=False)
         return tokens, "answered"
+
+
+async def decide_with_provider_count(plugin: Any, request: BudgetRequest, decision: Decision,
+                                     deployments: list[Any]) -> Decision:
+    """The estimate lies within its measured error of the budget: ask the deployments' own counter and
+    decide again on its count (a timeout or an error leaves the estimate's decision, noted)."""
+    target = group_target(deployments, request.shape.name)
+    calibration = request.calibration
+    if target is None:
+        note = f"no token counting endpoint for {request.shape.name} requests to this group's deployments"
+        return replace(decision, count={**(decision.count or {}), "provider": {"note": note}})
+    timeout = decision.resolved.policy.provider_count_timeout_ms / 1000
+    tokens, note = await plugin.provider_counter.count(target, request.body, timeout)
+    if tokens is None:
+        calibration = replace(calibration, provider_note=note)
+    else:
+        ours = await plugin.offloader.run(lambda: estimate(request), request.body)
+        calibration = replace(calibration, provider_tokens=tokens, provider_estimate=max(1, ours),
+                              provider_note=note)
+    again = replace(request, calibration=calibration)
+    decided: Decision = await plugin.offloader.run(lambda: decide(again, plugin.settings), request.body)
+    return decided

@@ -1,9 +1,11 @@
-"""Decision records of requests in flight, by call id (pure; no LiteLLM).
+"""The one per-call state of requests in flight, by call id (pure; no LiteLLM).
 
-Headers and log callbacks read a request's record from here, never from request metadata, which a
-client can write (a forged record would otherwise reach headers and logs). A record is kept until its
-success or failure callback runs, however long a stream lasts; after a failure it stays a little (a
-retry may still succeed, and the proxy may ask for the error's headers afterwards).
+Per call id: the decision record and, for a request that was forwarded, what its attempts are checked
+against (``Decided``). Both live and leave together, under one eviction. Headers and log callbacks read a
+request's record from here, never from request metadata, which a client can write (a forged record would
+otherwise reach headers and logs). A call is kept until its success or failure callback runs, however long
+a stream lasts; after a failure it stays a little (a retry or fallback may still come, and the proxy may ask
+for the error's headers afterwards).
 """
 
 from __future__ import annotations
@@ -11,7 +13,11 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
+
+from ..budget import ModelLimits
+from ..pipeline import BudgetRequest
 
 #: records of requests in flight (the bound only guards against callbacks that never come)
 IN_FLIGHT_RECORDS = 16_384
@@ -22,40 +28,92 @@ FAILED_RECORDS_KEPT = 1024
 R = TypeVar("R")
 
 
+@dataclass(frozen=True)
+class Decided:
+    """What the pre-call decision leaves for the attempts: the record object attached to the body (an
+    identity no client can forge), the request without its body, the limits and fail mode it used, and
+    the content fields it forwarded (by reference: an attempt on the same objects needs no new count)."""
+
+    marker: dict[str, Any]
+    request: BudgetRequest
+    limits: ModelLimits
+    fail_mode: str
+    content: Mapping[str, Any]
+
+
+@dataclass
+class _Call(Generic[R]):
+    record: R
+    decided: Decided | None = None
+
+
 class RecordStore(Generic[R]):
     def __init__(self, *, in_flight: int = IN_FLIGHT_RECORDS, failed_seconds: float = FAILED_RECORD_SECONDS,
                  failed_kept: int = FAILED_RECORDS_KEPT) -> None:
         self.in_flight = in_flight
         self.failed_seconds = failed_seconds
         self.failed_kept = failed_kept
-        self._records: OrderedDict[str, R] = OrderedDict()
-        self._failed: OrderedDict[str, tuple[float, R]] = OrderedDict()
+        self._records: OrderedDict[str, _Call[R]] = OrderedDict()
+        self._failed: OrderedDict[str, tuple[float, _Call[R]]] = OrderedDict()
+        #: call ids two requests used while one was still here: a client may set its own
+        #: (``x-litellm-call-id``), so neither request's answer can be paired with its record for learning
+        self._collided: OrderedDict[str, None] = OrderedDict()
 
-    def remember(self, call_id: Any, record: R) -> None:
+    def remember(self, call_id: Any, record: R, decided: Decided | None = None) -> None:
+        """A call's record (a new decision: what an earlier one left for attempts goes with it)."""
         if not isinstance(call_id, str):
             return
-        self._records[call_id] = record
+        if call_id in self._records or call_id in self._failed:
+            self._collided[call_id] = None
+            self._collided.move_to_end(call_id)
+            while len(self._collided) > self.in_flight:
+                self._collided.popitem(last=False)
+        self._records[call_id] = _Call(record, decided)
         self._records.move_to_end(call_id)
         while len(self._records) > self.in_flight:
             self._records.popitem(last=False)
 
+    def update(self, call_id: Any, record: R) -> None:
+        """A new version of a call's record (an attempt noted), keeping what it left for attempts; a failed
+        call an attempt comes back to (a fallback) is in flight again."""
+        call = self._records.get(call_id)
+        if call is None and call_id in self._failed:
+            call = self._failed.pop(call_id)[1]
+            self.remember(call_id, call.record, call.decided)
+            call = self._records[call_id]
+        if call is not None:
+            call.record = record
+
+    def _call(self, call_id: Any) -> _Call[R] | None:
+        call = self._records.get(call_id)
+        if call is None and call_id in self._failed:
+            call = self._failed[call_id][1]
+        return call
+
+    def collided(self, call_id: Any) -> bool:
+        """Another request used this call id while this one was in flight (or had just failed)."""
+        return isinstance(call_id, str) and call_id in self._collided
+
     def find(self, call_id: Any) -> R | None:
-        record = self._records.get(call_id)
-        if record is None and call_id in self._failed:
-            record = self._failed[call_id][1]
-        return record
+        call = self._call(call_id)
+        return call.record if call is not None else None
+
+    def decided(self, call_id: Any) -> Decided | None:
+        """What the call's pre-call decision left for its attempts (None: blocked, failed or unknown)."""
+        call = self._call(call_id) if isinstance(call_id, str) else None
+        return call.decided if call is not None else None
 
     def settle(self, call_id: Any, outcome: str) -> R | None:
         """The record for a finished call. A success is final; a failure keeps it for a little while."""
-        record = self._records.pop(call_id, None)
+        call = self._records.pop(call_id, None)
         if outcome == "success":
             failed = self._failed.pop(call_id, None)
-            return record if record is not None else (failed[1] if failed else None)
-        if record is None:
-            return self._failed[call_id][1] if call_id in self._failed else None
-        self._failed[call_id] = (time.monotonic(), record)
+            return call.record if call is not None else (failed[1].record if failed else None)
+        if call is None:
+            return self._failed[call_id][1].record if call_id in self._failed else None
+        self._failed[call_id] = (time.monotonic(), call)
         self.purge()
-        return record
+        return call.record
 
     def purge(self) -> None:
         """Forget failed records older than ``failed_seconds`` (and any beyond ``failed_kept``). Runs on every

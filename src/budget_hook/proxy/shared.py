@@ -13,8 +13,9 @@ one LiteLLM built from its own settings, ``litellm_redis`` below) or None. Then:
   locally and in Redis. ``learn_window`` refuses a window below ``window_floor`` (what the deployment
   served, ``min_window_tokens``, ``min_window_ratio`` of ``configured``) and says why.
 
-Keys (``budget_hook:v1:`` prefix): ``ratios:<deployment id>``, a list of the most recent ratios with
-their teachers (``"<ratio> <teacher>"``, newest first, ``window`` long, expiring after a week unused);
+Keys (``budget_hook:v1:`` prefix): ``teacher_ratios:<deployment id>``, a hash of each teacher's most
+recent ratios (``<teacher>`` -> ``"<last write, unix s> <ratio> <ratio> ..."``, ``per_teacher`` ratios and
+``MAX_TEACHERS`` teachers at most, the least recent forgotten, one Lua script; expiring after a week unused);
 ``window:<deployment id>``, ``"<window> <source>"``, only ever lowered and never to or below what the
 deployment served (one Lua script reads both), expiring after ``window_ttl_seconds``;
 ``served:<deployment id>``, the largest prompt it was billed for, only ever raised, same expiry.
@@ -30,6 +31,7 @@ from typing import Any
 
 from ..learning import (
     ANONYMOUS,
+    MAX_TEACHERS,
     Correction,
     CorrectionBook,
     LearnedWindow,
@@ -53,6 +55,30 @@ if current then
   if known and known <= tonumber(ARGV[1]) then return 0 end
 end
 redis.call('SET', KEYS[1], ARGV[1] .. ' ' .. ARGV[2], 'EX', ARGV[3])
+return 1
+"""
+_PUSH_RATIO = """
+local current = redis.call('HGET', KEYS[1], ARGV[1])
+local items = {}
+if current then
+  local first = true
+  for token in string.gmatch(current, '%S+') do
+    if first then first = false else table.insert(items, token) end
+  end
+end
+table.insert(items, ARGV[2])
+while #items > tonumber(ARGV[3]) do table.remove(items, 1) end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[6] .. ' ' .. table.concat(items, ' '))
+if redis.call('HLEN', KEYS[1]) > tonumber(ARGV[4]) then
+  local all = redis.call('HGETALL', KEYS[1])
+  local oldest, oldest_at = nil, nil
+  for i = 1, #all, 2 do
+    local at = tonumber(string.match(all[i + 1], '^(%S+)')) or 0
+    if oldest_at == nil or at < oldest_at then oldest, oldest_at = all[i], at end
+  end
+  redis.call('HDEL', KEYS[1], oldest)
+end
+redis.call('EXPIRE', KEYS[1], ARGV[5])
 return 1
 """
 _RAISE_SERVED = """
@@ -137,7 +163,7 @@ class SharedLearning:
         async def read(client: Any) -> list[Any]:
             pipe = client.pipeline(transaction=False)
             for deployment in ids:
-                pipe.lrange(f"{PREFIX}ratios:{deployment}", 0, self.settings.window - 1)
+                pipe.hgetall(f"{PREFIX}teacher_ratios:{deployment}")
                 pipe.get(f"{PREFIX}window:{deployment}")
                 pipe.get(f"{PREFIX}served:{deployment}")
             return list(await pipe.execute())
@@ -148,8 +174,7 @@ class SharedLearning:
         now = self._clock()
         for index, deployment in enumerate(ids):
             ratios, window, served = answers[3 * index: 3 * index + 3]
-            parsed = [_entry(r) for r in reversed(ratios or [])]
-            self.corrections.replace(deployment, [r for r in parsed if r is not None])
+            self.corrections.replace(deployment, _teachers(ratios))
             floor = _float(served)
             if floor is not None and floor.is_integer():
                 self.served.serve(deployment, int(floor))
@@ -173,12 +198,9 @@ class SharedLearning:
             return None
 
         async def push(client: Any) -> None:
-            key = f"{PREFIX}ratios:{deployment}"
-            pipe = client.pipeline(transaction=True)
-            pipe.lpush(key, f"{ratio!r} {teacher}")
-            pipe.ltrim(key, 0, self.settings.window - 1)
-            pipe.expire(key, RATIOS_TTL_SECONDS)
-            await pipe.execute()
+            await client.eval(_PUSH_RATIO, 1, f"{PREFIX}teacher_ratios:{deployment}", teacher, repr(ratio),
+                              str(self.corrections.per_teacher), str(MAX_TEACHERS), str(RATIOS_TTL_SECONDS),
+                              str(int(time.time())))
 
         await self._run("write", push)
         return ratio
@@ -202,15 +224,16 @@ class SharedLearning:
 
     async def learn_served(self, deployment: str, tokens: int) -> bool:
         """A success billed ``tokens`` of input: the deployment's window is at least that."""
-        if not self.settings.enabled or not self.served.serve(deployment, tokens):
+        if not self.settings.enabled:
             return False
+        raised = self.served.serve(deployment, tokens)
 
         async def raise_floor(client: Any) -> None:
             await client.eval(_RAISE_SERVED, 1, f"{PREFIX}served:{deployment}", str(tokens),
                               str(int(self.settings.window_ttl_seconds)))
 
-        await self._run("write", raise_floor)
-        return True
+        await self._run("write", raise_floor)  # also when not raised: the floor's expiry restarts
+        return raised
 
 
 def litellm_redis(router: Any, litellm_module: Any) -> Any:
@@ -225,12 +248,17 @@ def litellm_redis(router: Any, litellm_module: Any) -> Any:
     return None
 
 
-def _entry(value: Any) -> tuple[float, str] | None:
-    """A shared ratio with its teacher (``"1.0523 key:..."``; an older version's bare ratio is anonymous)."""
-    text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
-    number, _, teacher = text.partition(" ")
-    ratio = _float(number)
-    return None if ratio is None else (ratio, teacher[:80] or ANONYMOUS)
+def _teachers(shared: Any) -> dict[str, list[float]]:
+    """The shared hash of a deployment's ratios, per teacher, the least recently taught first."""
+    entries: list[tuple[float, str, list[float]]] = []
+    for teacher, value in (shared or {}).items():
+        name = teacher.decode(errors="replace") if isinstance(teacher, bytes) else str(teacher)
+        text = value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+        at, *ratios = text.split()
+        parsed = [r for r in map(_float, ratios) if r is not None]
+        if parsed:
+            entries.append((_float(at) or 0.0, name[:80], parsed))
+    return {name: ratios for _, name, ratios in sorted(entries)}
 
 
 def _float(value: Any) -> float | None:

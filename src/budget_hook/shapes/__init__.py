@@ -45,6 +45,10 @@ class ShapeRegistry:
     def for_call_type(self, call_type: Any) -> Shape | None:
         return self._by_call_type.get(call_type) if isinstance(call_type, str) else None
 
+    def for_route(self, route: Any) -> Shape | None:
+        """The shape a proxy route carries (``Shape.routes``), None for a route no shape declares."""
+        return next((shape for shape in self.shapes if route in shape.routes), None)
+
     def detect(self, body: Mapping[str, Any]) -> Shape | None:
         """The first shape whose ``detect`` accepts the body (CLI auto-detection), in registry order."""
         if not isinstance(body, Mapping):
@@ -71,6 +75,8 @@ PASS_THROUGH_CALL_TYPE = "pass_through_endpoint"
 REGISTERED: tuple[Shape, ...] = (gemini.SHAPE, anthropic.SHAPE, chat.SHAPE, embeddings.SHAPE, responses.SHAPE,
                                  completions.SHAPE)
 SHAPES = ShapeRegistry(REGISTERED)
+#: every field any request shape carries content in (what the thread pool sizes, what ``extra_body`` may not hide)
+CONTENT_FIELDS: tuple[str, ...] = SHAPES.content_fields()
 
-__all__ = ["PASS_THROUGH_CALL_TYPE", "SHAPES", "UNREAD_MODEL_CALL_TYPES", "ConversationShape", "InputsShape", "Shape",
-           "ShapeRegistry", "View"]
+__all__ = ["CONTENT_FIELDS", "PASS_THROUGH_CALL_TYPE", "SHAPES", "UNREAD_MODEL_CALL_TYPES", "ConversationShape",
+           "InputsShape", "Shape", "ShapeRegistry", "View"]

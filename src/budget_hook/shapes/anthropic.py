@@ -35,7 +35,7 @@ from typing import Any
 from ..budget import OUTPUT_TOKEN_FIELDS, Budget
 from ..counting import TokenCounter, canonical_json, media
 from ..errors import MalformedRequestError
-from ..trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text
+from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .anthropic_blocks import convert_message, current_turn_start, envelope, tool_result_content
 from .base import (
     ConversationShape,
@@ -50,7 +50,6 @@ from .base import (
 from .references import anthropic_references
 
 CACHE_PREFIX_NOTE = "cache_prefix_rewritten"
-IMAGE_PLACEHOLDER = "[budget_hook: image removed by the gateway to fit the context budget]"
 
 
 # --- the view ------------------------------------------------------------------------------------------

@@ -1,11 +1,12 @@
 """What a request shape declares, and the one way every conversation shape is counted and trimmed.
 
-A shape is one request format the gateway budgets (chat, Anthropic messages, Responses, completions,
-embeddings). Its module declares, in one ``ConversationShape`` or ``InputsShape`` value, everything
-about it: the LiteLLM call types and routes it serves, the metadata key LiteLLM reads hook metadata
-from, its output-token fields, where its content lives, how to recognise a body of it, and its native
-error wording. A conversation shape also declares how to see its body as a chat-shaped ``View`` (one
-view message per unit that can be trimmed) and how to write each trimming action back into its own
+A shape is one request format the gateway budgets (chat, Anthropic messages, Responses, Gemini
+``generateContent``, completions, embeddings). Its module declares, in one ``ConversationShape`` or
+``InputsShape`` value, everything about it: the LiteLLM call types and routes it serves, the metadata key
+LiteLLM reads hook metadata from, its output-token fields, where its content lives, how to recognise a
+body of it, its native error wording and, when its clients read another error object than OpenAI's, that
+object (``error_body``). A conversation shape also declares how to see its body as a chat-shaped ``View``
+(one view message per unit that can be trimmed) and how to write each trimming action back into its own
 format. It is counted from the same view it is trimmed on, so the two can never disagree.
 """
 
@@ -142,6 +143,9 @@ class Shape:
     overflow_wording: Wording | None = None
     #: the same when the output allowance leaves no room (Anthropic words it apart)
     reserve_wording: Wording | None = None
+    #: the shape's own error object for a refusal, from (status, message, code); None: OpenAI's
+    #: ``{"message", "type", "param", "code"}``
+    error_body: Callable[[int, str, str], dict[str, Any]] | None = None
 
     @property
     def kind(self) -> Literal["conversation", "inputs"]:

@@ -27,7 +27,7 @@ from typing import Any
 from ..counting import canonical_json, media
 from ..counting.counter import THOUGHT_SIGNATURE
 from ..errors import MalformedRequestError
-from ..trimming import MessageAction, TrimResult, content_hash, message_text
+from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimResult, content_hash, message_text
 from .base import (
     ConversationShape,
     Placed,
@@ -40,7 +40,6 @@ from .base import (
 )
 from .references import gemini_references
 
-IMAGE_PLACEHOLDER = "[budget_hook: image removed by the gateway to fit the context budget]"
 OUTPUT_FIELDS = ("generationConfig.maxOutputTokens", "generationConfig.max_output_tokens",
                  "config.maxOutputTokens", "config.max_output_tokens")
 
@@ -368,6 +367,11 @@ def _overflow_wording(facts: Mapping[str, Any], tokens_before: int | None) -> st
     return f"The input token count ({tokens}) exceeds the maximum number of tokens allowed ({facts.get('budget')})."
 
 
+def _error_body(status: int, message: str, code: str) -> dict[str, Any]:
+    """Gemini's own error object: what google-genai's ``APIError`` reads (``code``, ``status``)."""
+    return {"code": status, "message": message, "status": "INVALID_ARGUMENT", "details": [{"reason": code}]}
+
+
 SHAPE = ConversationShape(
     name="gemini",
     call_types=frozenset({"agenerate_content", "agenerate_content_stream", "generate_content",
@@ -380,6 +384,7 @@ SHAPE = ConversationShape(
     output_param="generationConfig.maxOutputTokens",
     detect=lambda body: "contents" in body,
     overflow_wording=_overflow_wording,
+    error_body=_error_body,
     view=build_view,
     apply=_apply,
     writers=WRITERS,

@@ -31,14 +31,13 @@ from ..budget import OUTPUT_TOKEN_FIELDS, Budget
 from ..counting import TokenCounter, canonical_json, media
 from ..counting.counter import RESPONSES_FUNCTION, THOUGHT_SIGNATURE
 from ..errors import MalformedRequestError
-from ..trimming import MessageAction, TrimPolicy, TrimResult, content_hash, message_text
+from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .base import ConversationShape, Placed, View, place_notice, touched_item, unreadable_parts, view_decisions
 from .references import responses_references
 
 SERVER_HISTORY_NOTE = "server_side_history_not_counted"
 _ROLES = ("user", "assistant", "system", "developer")
 
-IMAGE_PLACEHOLDER = "[budget_hook: image removed by the gateway to fit the context budget]"
 
 
 def _part(part: Any, where: str) -> dict[str, Any]:

@@ -23,6 +23,10 @@ COMPACTED_MARKER = "[budget_hook: tool result compacted"
 SOFTENED_MARKER = "[budget_hook: tool result compacted in the middle"
 NOTICE_MARKER = "[budget_hook: the gateway removed"
 IMAGE_REMOVED_MARKER = "[budget_hook: image removed"
+#: the text an image removed by ``drop_old_images`` becomes, in every shape
+IMAGE_PLACEHOLDER = f"{IMAGE_REMOVED_MARKER} by the gateway to fit the context budget]"
+#: chat's, Responses' and Anthropic's image part types
+_IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
 SHORTENED_MARKER = "[budget_hook: message shortened"
 _ERROR_RESULT = re.compile(r"^\s*(error|exception|traceback|failed|failure)\b", re.IGNORECASE)
 
@@ -229,3 +233,12 @@ def all_text(message: Mapping[str, Any]) -> bool:
     return isinstance(content, str) or (isinstance(content, list) and bool(content) and all(
         isinstance(p, Mapping) and p.get("type") in ("text", "input_text") and isinstance(p.get("text"), str)
         for p in content))
+
+
+def is_image(part: Any) -> bool:
+    return isinstance(part, Mapping) and part.get("type") in _IMAGE_PART_TYPES
+
+
+def image_placeholder() -> dict[str, str]:
+    """A removed image, as a chat text part."""
+    return {"type": "text", "text": IMAGE_PLACEHOLDER}

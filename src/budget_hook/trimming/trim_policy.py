@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..errors import PolicyError
 from ..knobs import check_bounds, knob
 
 
@@ -60,3 +61,7 @@ class TrimPolicy:
 
     def __post_init__(self) -> None:
         check_bounds(self)
+        # the ladder's order: compacting (a result's head) keeps no more than softening (its head and tail)
+        if self.tool_result_keep_chars > self.tool_result_soft_keep_chars:
+            raise PolicyError(f"tool_result_keep_chars ({self.tool_result_keep_chars}) must not exceed "
+                              f"tool_result_soft_keep_chars ({self.tool_result_soft_keep_chars})")

@@ -13,10 +13,11 @@ from .report import (
     SOFTENED_MARKER,
     ActionKind,
     content_chars,
+    image_placeholder,
     is_error_result,
+    is_image,
     message_text,
 )
-from .steps import image_placeholder, is_image
 from .trim_policy import TrimPolicy
 
 #: a rewritten message and its exact token count, with the action that produced it
@@ -33,7 +34,7 @@ _SHORTEN_MIDDLE = f"\n{SHORTENED_MARKER} by the gateway to fit the context budge
 
 
 class Versions:
-    """The rewritten versions of a trim's messages (mixed into ``engine.TrimState``, which sets the state)."""
+    """The rewritten versions of a trim's messages (mixed into ``state.TrimState``, which sets the state)."""
 
     counter: TokenCounter
     messages: list

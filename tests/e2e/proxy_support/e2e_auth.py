@@ -1,8 +1,15 @@
 """custom_auth for the end-to-end proxy: maps test keys to teams and keys without a database.
 
 Loaded by the proxy as a loose file next to the test config (``general_settings.custom_auth``).
-The metadata here stands for what an admin sets on a team or key through LiteLLM's API.
+The metadata here stands for what an admin sets on a team or key through LiteLLM's API: LiteLLM's own
+virtual keys (``/key/generate``) need its database, which the suite does not run. The proxy runs with a
+master key as production does (tests/e2e/harness.py: ``LITELLM_MASTER_KEY``); with ``custom_auth`` set,
+LiteLLM hands every key, the master key included, to this function (1.103 and 1.108 alike), so it accepts
+the master key as the proxy admin and refuses every key it does not know with 401.
 """
+
+import os
+import secrets
 
 from fastapi import HTTPException
 from litellm.proxy._types import UserAPIKeyAuth
@@ -25,6 +32,9 @@ KEYS = {
 
 async def user_api_key_auth(request, api_key: str) -> UserAPIKeyAuth:
     key = api_key.removeprefix("Bearer ").strip()
+    master = os.environ.get("LITELLM_MASTER_KEY", "")
+    if master and secrets.compare_digest(key, master):
+        return UserAPIKeyAuth(api_key=key, user_role="proxy_admin")
     if key not in KEYS:
         raise HTTPException(status_code=401, detail={"error": "unknown test key"})
     return UserAPIKeyAuth(api_key=key, **KEYS[key])

@@ -1,5 +1,8 @@
-"""What the trimmer may do, and where, declared as data: ``REDUCTIONS`` (what can be done to one message or
-unit) and ``STAGES`` (the regions of the request, in the order their material is given up).
+"""The ladder: what the trimmer may do, and where, declared as data. Its rungs are ``REDUCTIONS`` (what can
+be done to one message or unit) and ``STAGES`` (the regions of the request, in the order their material is
+given up). A stage works on the ``state.TrimState`` below it; ``engine`` runs the stages. (A "step" is
+never a rung: a *cache step* is the rounding of a frontier, a *tool step* an assistant message with its
+results.)
 
 ``REDUCTIONS`` is the single place an action kind is declared: its name, the action it records, the
 ``TrimPolicy`` flag that turns it on, and whether it removes messages or edits them. Everything else
@@ -33,14 +36,12 @@ verbatim while the rest can make the room, then are cut graded to the excess, an
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, get_args
+from typing import Any, get_args
 
-from .report import IMAGE_REMOVED_MARKER, ActionKind
-
-if TYPE_CHECKING:
-    from .engine import TrimState
+from .report import ActionKind
+from .state import TrimState
 
 
 @dataclass(frozen=True)
@@ -133,14 +134,3 @@ def action_counts(actions: Any) -> dict[str, int]:
     for action in actions:
         counts[action.action] = counts.get(action.action, 0) + 1
     return counts
-
-
-_IMAGE_PART_TYPES = frozenset({"image_url", "input_image", "image"})
-
-
-def is_image(part: Any) -> bool:
-    return isinstance(part, Mapping) and part.get("type") in _IMAGE_PART_TYPES
-
-
-def image_placeholder() -> dict[str, str]:
-    return {"type": "text", "text": f"{IMAGE_REMOVED_MARKER} by the gateway to fit the context budget]"}

@@ -1,0 +1,97 @@
+"""Every attempt: the request checked again against the deployment the router chose (pure; no LiteLLM).
+
+The pre-call hook budgets against the group the client named; the router may then send the same body to
+another deployment: a retry, a fallback to another group, an alias or wildcard resolved later. LiteLLM
+calls ``async_pre_call_deployment_hook`` for each attempt, and the adapter hands it to ``recheck``:
+
+* an attempt no pre-call decision covers (a router pass-through, a route that skips the pre-call hook) is
+  decided as the pre-call hook would (``route_guard.undecided_attempt``);
+* when the attempt's deployment has the window the first decision used (``records.Decided``), and the body
+  is the one forwarded, the first decision stands;
+* otherwise the attempt is decided again against its own window and policy: forwarded as is, trimmed, or
+  refused with the context-window error the router understands (``overflow_error``, LiteLLM's class,
+  passed in), and noted in the record's ``attempts``.
+
+The plugin is duck-typed (``settings``, ``records``, ``offloader``, ``deployment_windows``, ``learning``,
+``model_limits``, ``async_pre_call_hook``); ``router`` returns LiteLLM's router, or None.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from ..budget import ModelLimits
+from ..pipeline import Decision, decide
+from ..shapes import SHAPES
+from .errors import block_error, internal_error
+from .labels import labelled
+from .outcomes import log_internal
+from .route_guard import undecided_attempt
+from .windows import covers, with_learned_window
+
+#: how many attempts a record keeps (the last ones)
+ATTEMPTS_KEPT = 10
+
+
+async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router: Callable[[], Any],
+                  error_type: type[Exception], overflow_error: Callable[[str, str], Exception]
+                  ) -> dict[str, Any] | None:
+    """The kwargs this attempt sends instead (None: as they are); a refusal raises."""
+    call_type = getattr(call_type, "value", call_type)
+    shape = SHAPES.for_call_type(call_type)
+    call_id = kwargs.get("litellm_call_id")
+    decided = plugin.records.decided(call_id)
+    if shape is None or decided is None:  # a router pass-through, a route that skips the pre-call hook
+        return await undecided_attempt(plugin, kwargs, call_type, error_type)
+    try:
+        attempt = attempt_limits(plugin, kwargs)
+        if attempt is None:
+            return None
+        group, limits = attempt
+        same_content = all(kwargs.get(f) is decided.content.get(f) for f in shape.content_fields)
+        if same_content and covers(limits, decided.limits):
+            return None  # nothing differs: the first decision holds for this deployment
+        # in the attempt's own format: LiteLLM may have translated the body on the way (a /v1/messages call to
+        # an OpenAI deployment reaches it as a Responses call)
+        request = labelled(router(), replace(decided.request, shape=shape, body=kwargs, model_group=group,
+                                             limits=limits))
+        decision = await plugin.offloader.run(lambda: decide(request, plugin.settings), kwargs)
+    except Exception as exc:  # the plugin's own failure, per the fail mode of the first decision
+        log_internal(exc, kwargs, decided.fail_mode, decided.request, router())
+        if decided.fail_mode == "closed":
+            raise error_type(internal_error(call_id)) from None
+        return None
+    note_attempt(plugin.records, call_id, decision.model_group, decision)
+    if decision.action == "blocked":
+        raise overflow_error(block_error(decision, shape).message, str(kwargs.get("model")))
+    return None if decision.request is kwargs else dict(decision.request)
+
+
+def attempt_limits(plugin: Any, kwargs: Mapping[str, Any]) -> tuple[str, ModelLimits] | None:
+    """The group and limits of the deployment this attempt goes to (from the router's own metadata)."""
+    for key in ("metadata", "litellm_metadata"):
+        metadata = kwargs.get(key)
+        if not isinstance(metadata, Mapping) or not isinstance(metadata.get("model_info"), Mapping):
+            continue
+        deployment_id = metadata["model_info"].get("id")
+        group = metadata.get("deployment_model_name") or metadata.get("model_group")
+        if isinstance(deployment_id, str) and isinstance(group, str):
+            limits = plugin.deployment_windows.get(f"{group}\x00{deployment_id}")
+            # a deployment the router no longer lists: the smallest window of its group
+            limits = limits if limits is not None else plugin.model_limits(group)
+            window = plugin.learning.window([deployment_id]) if plugin.settings.learning.enabled else None
+            return group, with_learned_window(limits, window)
+    return None
+
+
+def note_attempt(records: Any, call_id: Any, group: str, decision: Decision) -> None:
+    """The attempt in its call's record (the last ``ATTEMPTS_KEPT``)."""
+    record = records.find(call_id)
+    if record is None:
+        return
+    attempt = {"model_group": group, "window": decision.limits.window, "action": decision.action,
+               "tokens_before": decision.tokens_before, "tokens_after": decision.tokens_after}
+    records.update(call_id, dataclasses.replace(record, attempts=(*record.attempts, attempt)[-ATTEMPTS_KEPT:]))

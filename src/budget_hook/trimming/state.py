@@ -1,0 +1,402 @@
+"""The state one trim works on (``TrimState``): which messages live, their versions and counts, and the
+moves every rung of the ladder makes (``settle``, ``reduce``, ``drop_unit``...).
+
+It sits below the ladder, as httpx's ``_models`` sit below its client: ``ladder`` (the rungs: ``REDUCTIONS``
+and ``STAGES``) works on a ``TrimState``, ``engine`` runs the stages over one; neither is imported here.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from functools import partial
+from typing import Any
+
+from ..counting import TokenCounter
+from .report import (
+    ActionKind,
+    MessageAction,
+    Notice,
+    all_text,
+    content_chars,
+    content_hash,
+    message_text,
+    notice_text,
+)
+from .structure import PROTECTED_ROLES, Unit, drop_units, latest_turn_start, opening_parts, split_turns
+from .trim_policy import TrimPolicy
+from .versions import Versions
+
+
+class TrimState(Versions):
+    """Bookkeeping for one trim: which messages live, their current versions and token counts, and the
+    rewritten versions each message could take."""
+
+    def __init__(self, counter: TokenCounter, messages: list, tokens: list[int], total: int, target: int,
+                 cache_step: int, policy: TrimPolicy, protected: frozenset[int] = frozenset(),
+                 no_edit: frozenset[int] = frozenset(), keep: frozenset[int] = frozenset()) -> None:
+        self.protected = protected
+        self.no_edit = no_edit
+        self.counter = counter
+        self.messages = messages
+        self.original_tokens = tuple(tokens)
+        self.tokens = tokens
+        self.total = total
+        self.target = target
+        self.cache_step = cache_step
+        #: where each message starts in the history, in tokens of the request as sent: a prefix of the
+        #: conversation has the same positions in every later request (what cache steps are measured on)
+        self.positions = list(itertools.accumulate(tokens, initial=0))[:-1]
+        self.policy = policy
+        self.alive = [True] * len(messages)
+        self.edited: dict[int, Mapping[str, Any]] = {}
+        self.actions: dict[int, MessageAction] = {}  # at most one per message: its final fate
+        self.notice_tokens = 0  # the notice's exact size, once anything is dropped
+        self.dropped_messages = 0
+        self.dropped_tokens = 0
+        self._variants = {}
+        self._notice_sizes: dict[tuple[int, int], int] = {}
+        self.turns = split_turns(messages)
+        self.turn_of = [0] * len(messages)  # a list: cheaper to build than a dict for long histories
+        for turn in self.turns:
+            for index in turn.indexes:
+                self.turn_of[index] = turn.number
+        self.latest_start = latest_turn_start(messages)
+        leading, acknowledged = (opening_parts(messages, context_min_chars=policy.context_min_chars,
+                                               ack_max_chars=policy.ack_max_chars)
+                                 if policy.keep_opening_context else (frozenset(), ()))
+        self.opening = leading | frozenset(i for pair in acknowledged for i in pair)
+        self.pinned = self._pinned_index()
+        # The latest turn is short: scan it backwards rather than the whole history.
+        self.final_assistant = next(
+            (i for i in range(len(messages) - 1, self.latest_start - 1, -1) if messages[i].get("role") == "assistant"),
+            None,
+        )
+        self.units = drop_units(messages, {i for i in range(len(messages)) if self.never_touched(i) or i in keep})
+        #: opening context that may go, oldest first, only when nothing else fits: the leading user messages
+        #: before the task (a demonstration, AGENTS.md) and acknowledged context (files added to the chat)
+        leading_users = sorted(i for i in leading if messages[i].get("role") == "user")
+        self.task = leading_users[-1] if leading_users else None
+        groups = [(i,) for i in leading_users[:-1]] + list(acknowledged)
+        self.context_units = [Unit(group, self.turn_of[group[0]]) for group in sorted(groups)
+                              if not any(i in protected or i in keep or i == self.pinned for i in group)]
+        self.newest_results = self._newest_results()
+
+    def _pinned_index(self) -> int | None:
+        if not self.policy.pin_first_user_message:
+            return None
+        return next((i for i, m in enumerate(self.messages) if m.get("role") == "user"), None)
+
+    def _newest_results(self) -> frozenset[int]:
+        """The ``keep_recent_tool_results`` newest tool results: a result leaves this set only when a newer one
+        arrives, and then joins the end of the soften axis, after the frontier, so it stays as it was until
+        the request needs the room."""
+        keep = self.policy.keep_recent_tool_results
+        results = [i for i, m in enumerate(self.messages) if m.get("role") in ("tool", "function")]
+        return frozenset(results[max(0, len(results) - keep):])
+
+    def in_latest_turn(self, index: int) -> bool:
+        return index >= self.latest_start
+
+    def is_recent(self, index: int) -> bool:
+        return index in self.newest_results
+
+    def never_touched(self, index: int) -> bool:
+        message = self.messages[index]
+        return (
+            message.get("role") in PROTECTED_ROLES
+            or index in self.protected
+            or index in self.opening
+            or index == self.pinned
+            or (index == self.latest_start and message.get("role") == "user")
+        )
+
+    def editable(self, index: int) -> bool:
+        """May a reduction rewrite this message?"""
+        if self.never_touched(index) or not self.alive[index] or index in self.no_edit:
+            return False
+        return not self.in_latest_turn(index) or self.policy.edit_latest_turn_history
+
+    def fits(self) -> bool:
+        return self.total <= self.target
+
+    def opening_reducible(self, index: int) -> bool:
+        """May the last stages cut this opening-context message in the middle?"""
+        return (self.alive[index] and self.messages[index].get("role") == "user"
+                and index not in (self.latest_start, self.pinned) and index not in self.protected
+                and index not in self.no_edit and all_text(self.messages[index]))
+
+    def settle(self, region: Callable[[int], bool], *, drop: bool, latest: bool, edit: bool = True) -> None:
+        """The least lossy cuts of one history region that fit, oldest first.
+
+        Tool results are softened (head and tail kept) along the history, oldest first, graded: the frontier
+        is a point on the axis of what softening saves, rounded up to a cache step, so every result before it
+        is softened, the one it falls in is cut only as far as the step needs, and everything after it stays
+        verbatim. When softening the whole region cannot fit, the oldest units leave first (a tool step, or
+        an older turn's question with its answer), in groups that free a cache step, and what stays after
+        them is softened only as far as it must be. Compaction (a result's head only, long assistant
+        messages shortened) comes only when nothing droppable is left.
+
+        The newest tool results (``is_recent``) stay verbatim while the rest of the region can make the room;
+        what is still over is then cut from them, graded to the excess (``reduce``), and last their steps
+        leave, oldest first.
+        """
+        policy = self.policy
+        in_region = [i for i in range(len(self.messages)) if region(i)]
+        candidates = [i for i in in_region if not self.is_recent(i) and self.editable(i) and self._reducible(i)] \
+            if edit else []
+        newest = [i for i in in_region if self.is_recent(i) and self.editable(i)
+                  and (self._result_reducible(i) or self._has_old_images(i))] \
+            if edit and policy.reduce_recent_tool_results else []
+        units = [u for u in self.units if u.latest == latest and all(self.alive[i] for i in u.indexes)] if drop else []
+        # a turn whose step holds one of the newest results keeps its question while that step stays
+        holding = {u.turn for u in units if any(self.is_recent(i) for i in u.indexes)}
+        older_units = [u for u in units if not any(self.is_recent(i) for i in u.indexes)
+                       and not (u.turn in holding and self.messages[u.indexes[0]].get("role") == "user")]
+        light = {i: self.saving(i, "light") for i in candidates}
+        softened = self.total - sum(light.values())  # the region softened, the newest results verbatim
+
+        cut = 0.0
+        if softened > self.target:  # softening cannot fit: the oldest units leave, a cache step at a time
+            found, _ = self._first_fit(self._drop_items(older_units, set(candidates), "light"), softened)
+            if found is None:  # then with what stays compacted
+                found, _ = self._first_fit(self._drop_items(older_units, set(candidates), "heavy"),
+                                           softened - sum(self.saving(i, "heavier") for i in candidates))
+            # dropping them all cannot make the room: the newest results must give anyway; older units go in
+            # the groups that free whole cache steps (each spares the newest a step), no more
+            cut = self._whole_cache_steps(self._drop_items(older_units, set(candidates), "light")) if found is None \
+                else found
+        gone = {i for u in older_units if self.positions[u.indexes[-1]] < cut for i in u.indexes}
+        rest = [i for i in candidates if i not in gone]
+        base = self.total - sum(self.tokens[i] for i in gone) + self._notice_size(gone) - self.notice_tokens
+        compact = 0.0
+        softened = base - sum(light[i] for i in rest)
+        if softened > self.target:  # nothing droppable is left: compact, oldest first
+            found, _ = self._first_fit([(self.positions[i], partial(self.saving, i, "heavier")) for i in rest],
+                                       softened)
+            compact = math.inf if found is None else found
+
+        for unit in older_units:
+            if self.positions[unit.indexes[-1]] < cut:
+                self.drop_unit(unit)
+        for index in rest:
+            if self.positions[index] < compact:
+                self._apply(index, "heavy")
+        self._soften_along([i for i in rest if self.positions[i] >= compact], light)
+        for index in newest:  # still over: the newest results, oldest first, as little as needed
+            if self.fits():
+                return
+            if self._has_old_images(index):
+                self._apply(index, "light")  # images older than the latest turn go first (drop_old_images)
+            if not self.fits():
+                self.reduce(index, floor=policy.tool_result_keep_chars, action="compacted")
+        left = [u for u in units if any(self.alive[i] for i in u.indexes)]
+        found, _ = self._first_fit(self._drop_items(left, ()), self.total)  # still over: the rest, oldest first
+        for unit in left:
+            if found is None or self.positions[unit.indexes[-1]] < found:
+                self.drop_unit(unit)
+
+    def _soften_along(self, indexes: list[int], light: Mapping[int, int]) -> None:
+        """Soften ``indexes`` (in position order) until what they save reaches the excess rounded up to a cache
+        step: every one before the frontier whole, the one it falls in graded (head and tail kept, never under
+        the softened size), the rest verbatim."""
+        if self.fits():
+            return
+        frontier = self._rounded_up(self.total - self.target)
+        saved = 0
+        for index in indexes:
+            if saved >= frontier:
+                return
+            if not light[index]:
+                continue
+            version = self.variant(index, "light")
+            if saved + light[index] <= frontier or version is None or version[2] != "compacted":
+                self._apply(index, "light")
+                saved += light[index]
+            else:
+                before = self.tokens[index]
+                self.reduce(index, floor=self.policy.tool_result_soft_keep_chars, action="compacted",
+                            needed=frontier - saved)
+                saved += before - self.tokens[index]
+
+    def _apply(self, index: int, level: str) -> None:
+        version = self.variant(index, level)
+        if version is not None:
+            self.rewrite(index, version[0], version[2], version[1])
+
+    def _groups(self, items: Sequence[tuple[int, Callable[[], int]]]) -> Iterator[tuple[float, int, bool]]:
+        """``items`` (a position and what taking it saves, in position order) taken a cache step at a time:
+        at the end of each group whose savings reach the next multiple of the step (like Anthropic's
+        ``clear_at_least``; every item with exact cuts), the frontier after it, the savings so far and True;
+        then, for a trailing group short of a step, the same with False. The savings of a prefix of the
+        conversation are the same in every later request, so the groups stay where they are as it grows."""
+        saved, bound, frontier = 0, self.cache_step, 0.0
+        for position, saving in items:
+            saved, frontier = saved + saving(), position + 1
+            if saved >= bound:
+                yield frontier, saved, True
+                bound = (saved // self.cache_step + 1) * self.cache_step if self.cache_step else 0
+        if saved < bound:
+            yield frontier, saved, False
+
+    def _whole_cache_steps(self, items: Sequence[tuple[int, Callable[[], int]]]) -> float:
+        """The frontier after the last group of ``items`` whose savings reach a whole cache step."""
+        return max((frontier for frontier, _, whole in self._groups(items) if whole), default=0.0)
+
+    def _first_fit(self, items: Sequence[tuple[int, Callable[[], int]]], total: int) -> tuple[float | None, int]:
+        """The first frontier (a group's end, ``_groups``) at which ``total``, less the savings of every item
+        before it, fits the target, and that total; (None, the total with every item taken) when none does.
+        Once a frontier moves it leaves room for the next turns."""
+        if total <= self.target:
+            return 0.0, total
+        saved = 0
+        for frontier, saved, _ in self._groups(items):
+            if total - saved <= self.target:
+                return frontier, total - saved
+        return None, total - saved
+
+    def _rounded_up(self, tokens: int) -> int:
+        """``tokens`` rounded up to a whole cache step (as they are with exact cuts)."""
+        return math.ceil(tokens / self.cache_step) * self.cache_step if self.cache_step else tokens
+
+    def _drop_items(self, units: list[Unit], candidates: Collection[int], level: str = "heavy"
+                    ) -> list[tuple[int, Callable[[], int]]]:
+        """Each unit at its last message's position, with what dropping it saves over keeping it compacted,
+        the notice's growth included (taken in order, so the notice grows with every unit before it)."""
+        pending = [0, 0, self.notice_tokens]  # messages and tokens dropped so far, the notice's size
+
+        def saving_of(unit: Unit) -> Callable[[], int]:
+            def saving() -> int:
+                pending[0] += sum(1 for i in unit.indexes if self.alive[i])
+                pending[1] += sum(self.original_tokens[i] for i in unit.indexes if self.alive[i])
+                size = self._notice_for(pending[0], pending[1])
+                grew, pending[2] = size - pending[2], size
+                kept = sum(self.tokens[i] - (self.saving(i, level) if i in candidates else 0) for i in unit.indexes)
+                return kept - grew
+            return saving
+        return [(self.positions[unit.indexes[-1]], saving_of(unit)) for unit in units]
+
+    def _notice_size(self, dropping: Iterable[int]) -> int:
+        """The notice's size with ``dropping`` dropped on top of what already was."""
+        if not self.policy.notify_model:
+            return 0
+        indexes = [i for i in dropping if self.alive[i]]
+        return self._notice_for(len(indexes), sum(self.original_tokens[i] for i in indexes))
+
+    def _notice_for(self, messages: int, tokens: int) -> int:
+        """The notice's size with ``messages`` more messages of ``tokens`` tokens dropped."""
+        if not self.policy.notify_model or not (messages or self.dropped_messages):
+            return 0
+        key = (self.dropped_messages + messages, self.dropped_tokens + tokens)
+        if key not in self._notice_sizes:
+            self._notice_sizes[key] = self.counter.count_message(self.notice_message(notice_text(*key)))
+        return self._notice_sizes[key]
+
+    def rewrite(self, index: int, new_message: Mapping[str, Any], action: ActionKind,
+                new_tokens: int | None = None) -> None:
+        if new_tokens is None:
+            new_tokens = self.counter.count_message(new_message, index=index)
+        if new_tokens >= self.tokens[index]:
+            return  # would not save anything: leave the message as it is
+        original = self.messages[index]
+        self.actions[index] = MessageAction(
+            action=action,
+            index=index,
+            role=original["role"],
+            turn=self.turn_of[index],
+            tokens_before=self.original_tokens[index],
+            tokens_after=new_tokens,
+            chars_before=content_chars(original),
+            chars_after=content_chars(new_message),
+            content_hash=content_hash(original),
+            tool_call_id=original.get("tool_call_id"),
+        )
+        self.total -= self.tokens[index] - new_tokens
+        self.tokens[index] = new_tokens
+        self.edited[index] = new_message
+
+    def reduce(self, index: int, *, floor: int, action: ActionKind, needed: int | None = None) -> None:
+        """Keep the message's head and tail, cutting ``needed`` tokens (by default the remaining excess rounded
+        up to a cache step, so a growing conversation re-cuts it only once a step); never below ``floor``
+        characters (``Versions.graded``)."""
+        if len(message_text(self.messages[index])) <= floor or self.total <= self.target:
+            return
+        if needed is None:
+            needed = self._rounded_up(self.total - self.target)
+        new_message, new_tokens = self.graded(index, needed=needed, floor=floor, action=action)
+        self.rewrite(index, new_message, action, new_tokens)
+
+    def drop_unit(self, unit: Unit) -> None:
+        dropping = [index for index in unit.indexes if self.alive[index]]
+        if not dropping:
+            return
+        size = self._notice_size(dropping)
+        for index in dropping:
+            self.drop(index)
+        if self.policy.notify_model:
+            # The notice the model will read is part of the request: counted exactly after every drop, so the
+            # stages stop on the true total.
+            self.dropped_messages += len(dropping)
+            self.dropped_tokens += sum(self.original_tokens[index] for index in dropping)
+            self.total += size - self.notice_tokens
+            self.notice_tokens = size
+
+    def drop(self, index: int) -> None:
+        original = self.messages[index]
+        # A message compacted earlier and then dropped is reported once, as dropped, with its
+        # original size: the log says what left the request, not the intermediate state.
+        self.actions[index] = MessageAction(
+            action="dropped",
+            index=index,
+            role=original["role"],
+            turn=self.turn_of[index],
+            tokens_before=self.original_tokens[index],
+            tokens_after=0,
+            chars_before=content_chars(original),
+            chars_after=0,
+            content_hash=content_hash(original),
+            tool_call_id=original.get("tool_call_id"),
+        )
+        self.total -= self.tokens[index]
+        self.tokens[index] = 0
+        self.alive[index] = False
+        self.edited.pop(index, None)
+
+    def dropped_turns(self) -> tuple[int, ...]:
+        """Turns none of whose messages is left."""
+        return tuple(turn.number for turn in self.turns if not any(self.alive[i] for i in turn.indexes))
+
+    @staticmethod
+    def notice_message(text: str) -> dict[str, Any]:
+        return {"role": "user", "content": text}
+
+    def finish_notice(self) -> Notice | None:
+        """The notice for what was dropped (already counted in ``total``)."""
+        if not self.notice_tokens:
+            return None
+        first = min(a.index for a in self.actions.values() if a.action == "dropped")
+        kept_before = [i for i in range(first) if self.alive[i]]
+        return Notice(text=notice_text(self.dropped_messages, self.dropped_tokens),
+                      after=kept_before[-1] if kept_before else None, position=len(kept_before),
+                      messages=self.dropped_messages, tokens=self.dropped_tokens)
+
+    def protected_tokens(self, *, fixed_tokens: int, tools_tokens: int) -> dict[str, int]:
+        """Where the remaining tokens sit, for the error message and the report."""
+        sizes = {"system": 0, "opening_context": 0, "latest_turn": 0, "older_history": 0}
+        for index, alive in enumerate(self.alive):
+            if not alive:
+                continue
+            role = self.messages[index].get("role")
+            if role in PROTECTED_ROLES:
+                key = "system"
+            elif self.in_latest_turn(index):
+                key = "latest_turn"
+            elif index == self.pinned or index in self.opening:
+                key = "opening_context"
+            else:
+                key = "older_history"
+            sizes[key] += self.tokens[index]
+        sizes["tool_definitions"] = tools_tokens
+        sizes["request_overhead"] = fixed_tokens - tools_tokens
+        return sizes

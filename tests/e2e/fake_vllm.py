@@ -1,0 +1,164 @@
+"""A stand-in vLLM server for end-to-end tests: Llama 3's real tokenizer and a Llama 3.1 chat template.
+
+    python fake_vllm.py --model meta-llama/Llama-3.1-8B-Instruct --max-model-len 4096 --record payloads.jsonl
+
+Binds 127.0.0.1 on a free port and prints ``READY <port>``. Like ``vllm serve`` it:
+
+* tokenizes with Llama 3's BPE (``tokenizer.model`` from the ``llama-models`` package, read with tiktoken;
+  special tokens counted as one token each) the prompt its chat template renders (``llama31_template.jinja``
+  beside this file, rendered with jinja2 as transformers does: tool results through ``tojson``, the
+  date header, tool schemas as indented JSON);
+* answers ``GET /v1/models`` with ``max_model_len``, and ``POST /tokenize`` with ``{"count", "max_model_len",
+  "tokens"}`` for a ``messages`` body (``add_generation_prompt``) or a ``prompt``;
+* rejects ``/v1/chat/completions`` whose prompt is over ``max_model_len`` with vLLM's own wording
+  (``This model's maximum context length is N tokens. However, your request has M input tokens. Please
+  reduce the length of the input messages.``) and one whose prompt plus ``max_tokens`` is over it with
+  ``'max_tokens' or 'max_completion_tokens' is too large: K. This model's maximum context length is N
+  tokens and your request has M input tokens (K > N - M).``;
+* reports ``usage.prompt_tokens`` as that count. Every body it receives is appended to ``--record``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import contextlib
+import json
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import jinja2
+import tiktoken
+
+HERE = Path(__file__).resolve().parent
+PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+SPECIAL = ("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
+           "<|eom_id|>", "<|python_tag|>")
+STATE: dict = {"record": "", "model": "", "max_model_len": 0}
+LOCK = threading.Lock()
+
+
+def encoding() -> tiktoken.Encoding:
+    import llama_models
+
+    path = Path(llama_models.__file__).parent / "llama3" / "tokenizer.model"
+    ranks = {base64.b64decode(token): int(rank) for token, rank in
+             (line.split() for line in path.read_bytes().splitlines() if line.strip())}
+    special = {name: len(ranks) + index for index, name in enumerate(SPECIAL)}
+    return tiktoken.Encoding(name="llama3", pat_str=PATTERN, mergeable_ranks=ranks, special_tokens=special)
+
+
+ENCODING: tiktoken.Encoding | None = None
+TEMPLATE = jinja2.Environment(undefined=jinja2.ChainableUndefined, trim_blocks=True, lstrip_blocks=True)
+TEMPLATE.filters["tojson"] = lambda value, indent=None: json.dumps(value, indent=indent, ensure_ascii=False)
+CHAT = TEMPLATE.from_string((HERE / "llama31_template.jinja").read_text(encoding="utf-8"))
+
+
+def _prepared(message: dict) -> dict:
+    """As vLLM hands a message to the template: text parts joined, tool-call arguments parsed."""
+    message = dict(message)
+    content = message.get("content")
+    if isinstance(content, list):
+        message["content"] = "\n".join(p.get("text", "") for p in content if isinstance(p, dict))
+    elif content is None:
+        message["content"] = ""
+    if message.get("tool_calls"):
+        calls = []
+        for call in message["tool_calls"]:
+            function = dict(call.get("function") or {})
+            with contextlib.suppress(ValueError):
+                function["arguments"] = json.loads(function.get("arguments") or "{}")
+            calls.append({**call, "function": function})
+        message["tool_calls"] = calls
+    return message
+
+
+def render(messages: list, tools: list | None, add_generation_prompt: bool = True) -> str:
+    return CHAT.render(messages=[_prepared(m) for m in messages], tools=tools or None,
+                       add_generation_prompt=add_generation_prompt, bos_token="<|begin_of_text|>",
+                       date_string="26 Jul 2024")
+
+
+def count(messages: list, tools: list | None) -> int:
+    assert ENCODING is not None
+    return len(ENCODING.encode(render(messages, tools), allowed_special="all"))
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:
+        return
+
+    def _send(self, status: int, payload: dict) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _error(self, message: str) -> None:
+        self._send(400, {"object": "error", "message": message, "type": "BadRequestError", "param": None,
+                         "code": 400})
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/").endswith("/models"):
+            return self._send(200, {"object": "list", "data": [{"id": STATE["model"], "object": "model",
+                                                                 "owned_by": "vllm",
+                                                                 "max_model_len": STATE["max_model_len"]}]})
+        return self._send(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+        path = self.path.split("?")[0].rstrip("/")
+        if STATE["record"]:
+            with LOCK, open(STATE["record"], "a", encoding="utf-8") as record:
+                record.write(json.dumps({"path": path, "body": body, "time": time.time()}) + "\n")
+        window = STATE["max_model_len"]
+        if path.endswith("/tokenize"):
+            if "messages" in body:
+                tokens = count(body["messages"], body.get("tools"))
+            else:
+                assert ENCODING is not None
+                tokens = len(ENCODING.encode(str(body.get("prompt", "")), disallowed_special=()))
+            return self._send(200, {"count": tokens, "max_model_len": window, "tokens": []})
+        if not path.endswith("/chat/completions"):
+            return self._send(404, {"detail": "Not Found"})
+        prompt = count(body.get("messages") or [], body.get("tools"))
+        reserve = body.get("max_completion_tokens") or body.get("max_tokens") or 0
+        if prompt > window:
+            return self._error(f"This model's maximum context length is {window} tokens. However, your request has "
+                               f"{prompt} input tokens. Please reduce the length of the input messages.")
+        if prompt + reserve > window:
+            return self._error(f"'max_tokens' or 'max_completion_tokens' is too large: {reserve}. This model's "
+                               f"maximum context length is {window} tokens and your request has {prompt} input "
+                               f"tokens ({reserve} > {window} - {prompt}).")
+        usage = {"prompt_tokens": prompt, "completion_tokens": 4, "total_tokens": prompt + 4}
+        self._send(200, {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion",
+                         "created": int(time.time()), "model": STATE["model"], "usage": usage,
+                         "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"},
+                                      "finish_reason": "stop"}]})
+
+
+def main() -> None:
+    global ENCODING
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--max-model-len", type=int, required=True)
+    parser.add_argument("--record", default="")
+    args = parser.parse_args()
+    STATE.update(record=args.record, model=args.model, max_model_len=args.max_model_len)
+    ENCODING = encoding()
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    print(f"READY {server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()

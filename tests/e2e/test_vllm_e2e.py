@@ -1,0 +1,151 @@
+"""End to end: a self-hosted model counted as its server counts it.
+
+A real litellm proxy in front of ``fake_vllm.py``: Llama 3's real tokenizer and a Llama 3.1 chat template
+(tool results through ``tojson``, the date header), ``POST /tokenize`` with ``max_model_len``, and vLLM's
+own overflow wordings. Two groups on the same deployment: ``llama`` asks the server's ``/tokenize``
+(``provider_count: always``), ``llama-estimate`` estimates with the template-aware Llama 3.1 profile.
+
+* Tool results full of tabs, newlines and quotes (each doubled by ``tojson``; the estimate without the
+  template's framing was 0.74x the server's count on them): the estimate is within 5% of the server's count,
+  never under it.
+* Through ``llama`` an over-window agent loop is counted by the server, trimmed, and accepted.
+* A single message over the window is refused by the gateway; the server never sees it.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+
+import httpx
+import pytest
+
+from budget_hook.counting import TokenCounter
+
+from .conftest import write_config
+from .harness import HERE, Process, process_env, start_proxy, wait_for_record
+
+pytestmark = pytest.mark.e2e
+
+MODEL = "meta-llama/Llama-3.1-8B-Instruct"
+WINDOW = 4096
+ESTIMATE = TokenCounter.for_model(f"hosted_vllm/{MODEL}")
+
+
+def start_vllm(folder) -> Process:
+    record = folder / "vllm_payloads.jsonl"
+    record.touch()
+    stderr = folder / "vllm.stderr"
+    popen = subprocess.Popen([sys.executable, str(HERE / "fake_vllm.py"), "--model", MODEL, "--max-model-len",
+                              str(WINDOW), "--record", str(record)], stdout=subprocess.PIPE,
+                             stderr=stderr.open("w"), env=process_env(), start_new_session=True, text=True)
+    line = popen.stdout.readline()
+    if not line.startswith("READY "):
+        popen.kill()
+        raise RuntimeError(f"fake vLLM did not start: {line!r} {stderr.read_text()}")
+    return Process(popen, stderr, int(line.split()[1]), {"record": record})
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("vllm")
+    started: list[Process] = []
+    try:
+        vllm = start_vllm(folder)
+        started.append(vllm)
+
+        def group(name: str) -> dict:
+            return {"model_name": name, "litellm_params": {"model": f"hosted_vllm/{MODEL}", "api_key": "fake-key",
+                                                            "api_base": f"http://127.0.0.1:{vllm.port}/v1"},
+                    "model_info": {"id": f"{name}-dep", "max_input_tokens": WINDOW}}
+
+        config = {"model_list": [group("llama"), group("llama-estimate")],
+                  "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin"], "num_retries": 0},
+                  "callback_settings": {"budget_hook": {"mode": "enforce",
+                                                        "models": {"llama": {"provider_count": "always"}}}},
+                  "general_settings": {"custom_auth": "e2e_auth.user_api_key_auth"}}
+        proxy = start_proxy(write_config(folder / "proxy", config), log_dir=folder)
+        started.append(proxy)
+        yield {"vllm": vllm, "proxy": proxy}
+    finally:
+        for process in reversed(started):
+            process.stop()
+
+
+def served(vllm: Process, tag: str, path: str = "/v1/chat/completions") -> list[dict]:
+    lines = vllm.extra["record"].read_text(encoding="utf-8").splitlines()
+    return [entry["body"] for entry in map(json.loads, lines) if entry["path"] == path and tag in json.dumps(entry)]
+
+
+def tool_conversation(tag: str, steps: int) -> dict:
+    """An agent loop whose tool outputs are tab-separated listings with quoted names (``tojson`` doubles
+    every tab, newline and quote)."""
+    listing = "".join(f'"f{i}"\t{i}\tx\ty\n' for i in range(60))
+    messages: list[dict] = [{"role": "system", "content": "You are a shell agent."},
+                            {"role": "user", "content": f"[{tag}] tidy the folder"}]
+    for step in range(steps):
+        call = f"call_{step}"
+        messages += [{"role": "assistant", "content": None, "tool_calls": [
+                         {"id": call, "type": "function", "function": {"name": "sh", "arguments": '{"cmd": "ls -l"}'}}]},
+                     {"role": "tool", "tool_call_id": call, "content": listing}]
+    messages.append({"role": "user", "content": "and now?"})
+    return {"max_tokens": 100, "messages": messages}
+
+
+def over_the_window(vllm: Process, tag: str) -> dict:
+    """The smallest such conversation the server counts over the window."""
+    for steps in range(1, 40):
+        body = tool_conversation(tag, steps)
+        if server_count(vllm, {"messages": body["messages"]}) + 100 > WINDOW:
+            return body
+    raise AssertionError("no conversation overflows the window")
+
+
+def server_count(vllm: Process, body: dict) -> int:
+    answer = httpx.post(f"http://127.0.0.1:{vllm.port}/tokenize", json={"model": MODEL, **body}, timeout=30)
+    return answer.json()["count"]
+
+
+def chat(proxy: Process, group: str, body: dict) -> httpx.Response:
+    return httpx.post(f"{proxy.base_url}/chat/completions", json={"model": group, **body}, timeout=60,
+                      headers={"authorization": "Bearer sk-default"})
+
+
+@pytest.mark.parametrize("steps", [1, 3, 5])
+def test_the_estimate_follows_the_template(servers, steps):
+    tag = f"estimate-{uuid.uuid4().hex[:6]}"
+    body = tool_conversation(tag, steps)
+    response = chat(servers["proxy"], "llama-estimate", body)
+    assert response.status_code == 200, response.text
+    estimated = int(response.headers["x-budget-tokens-before"])
+    counted = server_count(servers["vllm"], {"messages": body["messages"]})
+    assert counted <= estimated <= counted * 1.05, (estimated, counted)
+    [sent] = served(servers["vllm"], tag)
+    assert [m.get("content") for m in sent["messages"]] == [m["content"] for m in body["messages"]]  # untouched
+
+
+def test_the_server_s_tokenize_counts_it_and_the_trimmed_request_is_accepted(servers):
+    tag = f"tokenize-{uuid.uuid4().hex[:6]}"
+    body = over_the_window(servers["vllm"], tag)
+    response = chat(servers["proxy"], "llama", body)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-budget-decision"] == "trimmed"
+    assert "provider count" in response.headers["x-budget-count-method"]
+    [sent] = served(servers["vllm"], tag)
+    assert server_count(servers["vllm"], {"messages": sent["messages"]}) + 100 <= WINDOW
+    asked = [b for b in served(servers["vllm"], tag, "/tokenize") if b.get("add_generation_prompt")]
+    assert len(asked) == 1 and asked[0]["messages"] == body["messages"]  # the body as sent, counted once
+    record = wait_for_record(servers["proxy"], response.headers["x-litellm-call-id"])
+    assert record["decision"]["count"]["how"] == "provider"
+    assert record["decision"]["count"]["provider"]["note"] == "answered"
+
+
+def test_a_request_that_cannot_fit_is_refused_before_the_server_sees_it(servers):
+    tag = f"whole-{uuid.uuid4().hex[:6]}"
+    body = {"max_tokens": 100, "messages": [{"role": "user", "content": f"[{tag}] " + '"x"\t\n' * 3000}]}
+    response = chat(servers["proxy"], "llama", body)
+    assert response.status_code == 400 and response.json()["error"]["code"] == "context_length_exceeded"
+    assert "budget_hook blocked this request" in response.text
+    assert not served(servers["vllm"], tag)

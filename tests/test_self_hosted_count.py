@@ -1,0 +1,94 @@
+"""Self-hosted servers count as they bill: vLLM's and SGLang's ``/tokenize`` applies the model's own chat
+template (unit level; a stand-in vLLM with Llama 3's tokenizer and template in tests/e2e/test_vllm_e2e.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import httpx
+
+from budget_hook.policy import load_settings
+from budget_hook.proxy.provider_count import ProviderCounter, count_target, group_target
+
+
+def deployment(model: str, base: str | None = "http://gpu.internal:8000/v1", key: str | None = None) -> dict:
+    params = {"model": model, **({"api_base": base} if base else {}), **({"api_key": key} if key else {})}
+    return {"litellm_params": params}
+
+
+def test_self_hosted_chat_deployments_are_counted_by_their_server():
+    target = count_target(deployment("hosted_vllm/meta-llama/Llama-3.3-70B-Instruct"), "chat")
+    assert target.provider == "tokenize" and target.url == "http://gpu.internal:8000/tokenize"
+    assert target.headers == {}  # no key: vLLM serves without one unless --api-key is set
+    assert target.body({"model": "g", "messages": [{"role": "user", "content": "hi"}], "max_tokens": 9,
+                        "tools": [{"type": "function"}], "stream": True}) == {
+        "model": "meta-llama/Llama-3.3-70B-Instruct", "messages": [{"role": "user", "content": "hi"}],
+        "tools": [{"type": "function"}], "add_generation_prompt": True}
+    keyed = count_target(deployment("openai/qwen3-32b", "http://10.0.0.5:30000/v1/", key="sk-local"), "chat")
+    assert keyed.url == "http://10.0.0.5:30000/tokenize" and keyed.headers == {"authorization": "Bearer sk-local"}
+    # OpenAI itself, no api_base, or another format: not a self-hosted server's tokenizer
+    assert count_target(deployment("openai/gpt-4o", "https://api.openai.com/v1", key="k"), "chat") is None
+    assert count_target(deployment("hosted_vllm/m", None), "chat") is None
+    assert count_target(deployment("hosted_vllm/m"), "responses") is None
+
+
+def test_a_group_of_servers_for_different_models_is_not_counted_by_one_of_them():
+    same = [deployment("hosted_vllm/llama"), deployment("hosted_vllm/llama", "http://gpu2:8000/v1")]
+    assert group_target(same, "chat") is not None
+    mixed = [deployment("hosted_vllm/llama"), deployment("hosted_vllm/qwen", "http://gpu2:8000/v1")]
+    assert group_target(mixed, "chat") is None
+
+
+def test_a_server_without_tokenize_is_not_asked_again_for_a_while():
+    calls = []
+
+    def handler(request):
+        calls.append(request.url.path)
+        return httpx.Response(404, json={"detail": "Not Found"})
+
+    counter = ProviderCounter(client=lambda: httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    target = count_target(deployment("openai/some-model", "http://openrouter.test/api/v1", key="k"), "chat")
+    first = asyncio.run(counter.count(target, {"messages": [{"role": "user", "content": "a"}]}, 1.0))
+    second = asyncio.run(counter.count(target, {"messages": [{"role": "user", "content": "b"}]}, 1.0))
+    assert first == (None, "error: status 404") and second[0] is None and "no counting endpoint" in second[1]
+    assert calls == ["/api/tokenize"]
+
+
+def test_the_server_s_count_is_read():
+    def handler(request):
+        body = json.loads(request.content)
+        return httpx.Response(200, json={"count": 40 + len(body["messages"]), "max_model_len": 4096, "tokens": []})
+
+    counter = ProviderCounter(client=lambda: httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    target = count_target(deployment("hosted_vllm/llama"), "chat")
+    assert asyncio.run(counter.count(target, {"messages": [{"role": "user", "content": "a"}]}, 1.0)) == (41, "answered")
+
+
+def test_always_is_a_provider_count_mode():
+    assert load_settings({"models": {"llama": {"provider_count": "always"}}}).layers.models["llama"]["provider_count"] \
+        == "always"
+
+
+def test_llama_3_1_tool_results_are_counted_as_its_template_writes_them():
+    """The template writes a tool result through ``tojson``: every tab and newline an escape."""
+    from budget_hook.counting import TokenCounter
+
+    counter = TokenCounter.for_model("hosted_vllm/meta-llama/Llama-3.3-70B-Instruct")
+    tabs = ("\t" * 30 + "\n") * 100
+    call = {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "sh", "arguments": "{}"}}]}
+    as_tool = counter.count_request({"messages": [{"role": "user", "content": "go"}, call,
+                                                  {"role": "tool", "tool_call_id": "c", "content": tabs}]}).total
+    as_user = counter.count_request({"messages": [{"role": "user", "content": "go"}, call,
+                                                  {"role": "user", "content": tabs}]}).total
+    assert as_tool > 5 * as_user  # 3,165 against the server's 3,160 (tests/e2e/test_vllm_e2e.py's template)
+
+
+def test_gpt_oss_is_not_exact_its_harmony_framing_is_counted():
+    from budget_hook.counting import TokenCounter
+
+    oss = TokenCounter.for_model("hosted_vllm/openai/gpt-oss-120b")
+    assert not oss.profile.exact and oss.profile.reply_priming >= 62
+    plain = TokenCounter.for_model("gpt-4o").count_request({"messages": [{"role": "user", "content": "hi"}]}).total
+    assert oss.count_request({"messages": [{"role": "user", "content": "hi"}]}).total >= plain + 62
