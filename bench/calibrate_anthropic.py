@@ -1,4 +1,4 @@
-"""Reprint the Anthropic counting-accuracy figures quoted in the README.
+"""Reprint the Anthropic counting-accuracy figures quoted in docs/counting.md (Anthropic, "the older pydantic-ai set").
 
     python bench/calibrate_anthropic.py [--with-litellm] [path/to/pydantic_ai_cassette_api_usage.json]
 

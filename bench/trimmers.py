@@ -76,6 +76,8 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
+import functools
 import json
 import logging
 import math
@@ -170,13 +172,27 @@ def _json(message: Any) -> str:
 
 # --- the methods -----------------------------------------------------------------------------------------
 
-def budget_hook(request: Mapping[str, Any], budget: int) -> Messages | None:
+def budget_hook(request: Mapping[str, Any], budget: int, policy: TrimPolicy = TrimPolicy()) -> Messages | None:
     window = compute_budget(budget + RESERVE, requested_output_tokens=RESERVE, policy=NO_MARGIN)
     try:
-        result = CHAT.trim(request, counter=COUNTER, budget=window, policy=TrimPolicy())
+        result = CHAT.trim(request, counter=COUNTER, budget=window, policy=policy)
     except CannotFitError:
         return None
     return list(result.request["messages"])
+
+
+def budget_hook_with(settings: str) -> Method:
+    """``budget_hook`` with policy settings from ``key=value,key=value`` (``--variant``): a sweep of
+    ``cache_step_ratio`` shows its trade-off between prefix kept, budget used and information kept."""
+    fields = {f.name: f.type for f in dataclasses.fields(TrimPolicy)}
+    values: dict[str, Any] = {}
+    for pair in filter(None, settings.split(",")):
+        key, _, raw = pair.partition("=")
+        if key not in fields:
+            raise SystemExit(f"--variant: unknown TrimPolicy setting {key!r}")
+        values[key] = raw.lower() in ("1", "true", "yes") if fields[key] == "bool" else \
+            (int(raw) if fields[key] == "int" else float(raw))
+    return functools.partial(budget_hook, policy=TrimPolicy(**values))
 
 
 _CHAT_PARTS = frozenset({"text", "image_url", "input_audio", "file"})
@@ -767,9 +783,16 @@ def main() -> None:
                         help="input budgets as shares of each sequence's last request (default: 0.5 0.75 0.9)")
     parser.add_argument("--methods", nargs="+", choices=sorted(METHODS), help="only these methods")
     parser.add_argument("--generated", type=int, default=8, help="generated conversations (default: 8)")
+    parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
+                        help="also run budget_hook with these policy settings (repeatable), e.g. "
+                             "--variant cache_step_ratio=0.1 --variant soften_user_messages=true")
     args = parser.parse_args()
     start = time.perf_counter()
-    results = run(tuple(args.shares), args.methods, args.generated)
+    methods: Mapping[str, Method] | Iterable[str] | None = args.methods
+    if args.variant:
+        methods = {**{name: METHODS[name] for name in (args.methods or METHODS)},
+                   **{f"budget_hook[{v}]": budget_hook_with(v) for v in args.variant}}
+    results = run(tuple(args.shares), methods, args.generated)
     results["wall_seconds"] = round(time.perf_counter() - start, 1)
     if not args.json:
         print(table(results, (*GROUPS, "all") if args.groups else ("all",)))

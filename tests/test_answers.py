@@ -69,3 +69,12 @@ def test_the_error_handler_renders_the_exception_a_rewrite_returns():
     handler = app.middleware_stack._exception_handlers[ProxyException]
     assert asyncio.run(handler(None, ProxyException(message="o", type="t", param=None))) == "response"
     assert rendered == [replacement]
+
+
+def test_every_shape_s_streamed_error_is_declared_on_the_shape():
+    """Only the Responses API reports a streamed failure as events; the format lives in the shape, so a new
+    shape with its own streamed failure declares ``streamed_error`` and the adapter does not change."""
+    declared = {shape.name for shape in SHAPES.shapes if shape.streamed_error is not None}
+    assert declared == {"responses"}
+    text = SHAPES.get("responses").streamed_error("c", "context_length_exceeded", "m", "g")
+    assert text.startswith("event: response.created\n") and '"code": "context_length_exceeded"' in text

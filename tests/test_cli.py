@@ -525,3 +525,19 @@ def test_max_input_tokens_is_a_cap_below_the_window_as_the_setting_is(cli):
     assert (budget["window"], budget["cap"], budget["budget"]) == (128000, 7000, 7000)
     budget = _budget_of(cli, "--model", "gpt-4o", "--window", "7000")
     assert budget["window"] == 7000 and budget["cap"] is None and budget["budget"] < 7000
+
+
+def test_count_streamed_marks_a_native_gemini_body_as_sent_on_streamgeneratecontent():
+    """Gemini 2.x bills the running turn's replayed thought signatures only on streamGenerateContent, where
+    LiteLLM sets ``stream``; a captured native body does not say which route it came by: ``--streamed`` does."""
+    body = {"contents": [{"role": "user", "parts": [{"text": "hi"}]},
+                         {"role": "model", "parts": [{"functionCall": {"name": "f", "args": {}},
+                                                      "thoughtSignature": "C" * 6000}]},
+                         {"role": "user", "parts": [{"functionResponse": {"name": "f", "response": {"ok": 1}}}]}]}
+    counts = []
+    for extra in ((), ("--streamed",)):
+        out = run("count", "--format", "gemini", "--model", "gemini/gemini-2.5-flash", *extra, "-",
+                  stdin=json.dumps(body))
+        assert out.returncode == 0, out.stderr
+        counts.append(json.loads(out.stdout)["tokens"])
+    assert counts[1] - counts[0] == 1000  # 6,000 base64 characters at 6 a token

@@ -40,3 +40,23 @@ def test_only_the_proxy_adapter_imports_litellm_or_fastapi():
         if re.search(r"^\s*(import|from)\s+(litellm|fastapi)\b", path.read_text(encoding="utf-8"), re.MULTILINE)
     )
     assert importing == ["proxy/hook.py"]
+
+
+def test_replay_uses_the_window_rules_without_the_proxy_package():
+    """``budget-hook replay`` decides offline: the window rules it needs are in ``budget.router_windows``, so
+    neither it nor the CLI loads anything of ``budget_hook.proxy`` (the adapter's package)."""
+    code = textwrap.dedent(
+        """
+        import sys, budget_hook.replay, budget_hook.cli
+        from budget_hook.replay import group_limits
+        config = {"model_list": [{"model_name": "g", "litellm_params": {"model": "openai/gpt-4o"},
+                                  "model_info": {"id": "a", "max_input_tokens": 1000}},
+                                 {"model_name": "g", "litellm_params": {"model": "openai/gpt-4o"}}]}
+        assert group_limits(config, "g").window == 1000
+        loaded = sorted(m for m in sys.modules if m == "budget_hook.proxy" or m.startswith("budget_hook.proxy."))
+        assert not loaded, loaded
+        """
+    )
+    env = {k: v for k, v in os.environ.items() if k != "TIKTOKEN_CACHE_DIR"}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr

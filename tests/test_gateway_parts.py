@@ -109,6 +109,28 @@ def test_records_stay_until_their_callback_and_failed_ones_expire():
     assert "c3" not in store.failed_ids()  # expired when the next failure arrived
 
 
+def test_an_inner_call_carrying_the_decisions_record_object_is_adopted_by_identity_only():
+    """LiteLLM 1.108's Gemini-route adapter makes its completion under a new call id, with the outer request's
+    metadata object: the inner call is the outer one's (attempts, record, outcome). A client's look-alike
+    record (equal, not the same object) adopts nothing."""
+    from budget_hook.budget import ModelLimits
+    from budget_hook.pipeline import BudgetRequest
+    from budget_hook.proxy.records import Decided
+
+    store: RecordStore[str] = RecordStore()
+    marker = {"action": "pass", "call_id": "outer"}
+    limits = ModelLimits(window=1000, source="test", counting_model="gpt-4o")
+    decided = Decided(marker, BudgetRequest(shape=None, body={}, model_group="g", limits=limits),  # type: ignore[arg-type]
+                      limits, "open", {})
+    store.remember("outer", "the record", decided)
+    assert not store.adopt("inner", {"metadata": {"budget_hook": dict(marker)}})  # equal is not the same
+    assert store.decided("inner") is None and store.owner("inner") == "inner"
+    assert store.adopt("inner", {"litellm_metadata": {"budget_hook": marker}})
+    assert store.decided("inner") is decided and store.owner("inner") == "outer"
+    assert store.settle("inner", "success") == "the record" and store.find("outer") is None
+    assert not store.adopt("outer", {"metadata": {"budget_hook": marker}})  # the owner adopts no one
+
+
 def test_the_gateway_parts_import_without_litellm():
     code = textwrap.dedent("""
         import sys

@@ -455,7 +455,7 @@ AUDITED: dict[tuple[str, str | bytes], str] = {
         "search on a path: literals",
     ("budget_hook.proxy.route_guard", r"(completions|embeddings|responses(/compact)?|messages|[gG]enerateContent|"
      r"[rR]awPredict|converse(-stream)?|invoke(-with-response-stream)?)$"): "search on a path: literals",
-    ("budget_hook.proxy.windows", r"claude-(sonnet-4|4-sonnet|sonnet-4[-.]5|sonnet-4[-.]6|opus-4[-.]6)$"):
+    ("budget_hook.budget.router_windows", r"claude-(sonnet-4|4-sonnet|sonnet-4[-.]5|sonnet-4[-.]6|opus-4[-.]6)$"):
         "search, literals: a bounded model name or the operator's backend",
     ("budget_hook.trimming.report", r"^\s*(error|exception|traceback|failed|failure)\b"):
         "match on the first 200 characters of a tool result",

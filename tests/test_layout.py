@@ -92,6 +92,7 @@ def test_reductions_are_tried_lightest_first():
     assert [(r.name, r.action, r.enabled_by) for r in REDUCTIONS] == [
         ("images", "images_removed", "drop_old_images"),
         ("soften", "compacted", "soften_tool_results"),
+        ("soften_user", "shortened", "soften_user_messages"),
         ("compact", "compacted", "compact_tool_results"),
         ("shorten", "shortened", "shorten_assistant_messages"),
         ("drop", "dropped", "drop_old_turns"),

@@ -252,3 +252,114 @@ def test_an_alias_gets_the_policy_of_the_group_its_deployments_belong_to():
         assert limits.window == 16000 and ("bars-small" in limits.routed_groups or name == "bars-small")
         policy = caller_policy(name, limits, Caller(), settings)
         assert policy.policy.budget.max_input_tokens == 3000, (name, policy.sources)
+
+
+# --- per-process settings in the wrong place; the loosening direction of every tightening rule ---------
+
+from budget_hook.knobs import knob_fields  # noqa: E402
+from budget_hook.policy.layers import FailMode, Mode  # noqa: E402
+from budget_hook.policy.settings import PROCESS_SETTINGS, PluginSettings  # noqa: E402
+
+_PROCESS_DEFAULTS = {**{knob.name: knob.default for knob in knob_fields(PluginSettings)}, "learning": {}}
+
+
+@pytest.mark.parametrize("name", sorted(_PROCESS_DEFAULTS))
+def test_a_per_process_setting_under_an_override_or_in_metadata_says_it_is_per_process(name):
+    """Not "did you mean <the same name>": the name is right, the place is not."""
+    value = _PROCESS_DEFAULTS[name]
+    assert set(PROCESS_SETTINGS) < set(_PROCESS_DEFAULTS)
+    load_settings({name: value})  # where it belongs
+    for section, layer in (("teams", "ml"), ("models", "gpt-4o"), ("keys", "k")):
+        with pytest.raises(PolicyError) as caught:
+            load_settings({section: {layer: {name: value}}})
+        message = str(caught.value)
+        assert f"budget_hook.{section}.{layer}.{name}: {name} is a per-process setting" in message
+        assert f"set it once at callback_settings.budget_hook.{name}" in message and "did you mean" not in message
+    with pytest.raises(PolicyError) as caught:
+        load_metadata_layer({name: value}, where="key metadata")
+    assert f"key metadata.{name}: {name} is a per-process setting" in str(caught.value)
+
+
+def test_override_sections_do_not_nest_and_a_misspelt_name_still_gets_a_suggestion():
+    with pytest.raises(PolicyError, match=r"teams\.ml\.keys: overrides do not nest: keys is a section"):
+        load_settings({"teams": {"ml": {"keys": {}}}})
+    with pytest.raises(PolicyError, match="did you mean metadata_policy"):
+        load_settings({"teams": {"ml": {"metadata_polcy": "trust"}}})
+
+
+#: how strict a value of each tightening setting is (higher: stricter)
+STRICTNESS = {
+    "max_input_tokens": lambda v: -(v if v is not None else float("inf")),
+    "safety_margin_ratio": lambda v: v,
+    "mode": lambda v: -list(Mode.__args__).index(v),
+    "fail_mode": lambda v: list(FailMode.__args__).index(v),
+}
+#: values drawn for every tightening setting and a few others metadata may not change under tighten
+METADATA_VALUES = {
+    "max_input_tokens": st.sampled_from([1_000, 10_000, 100_000]),
+    "safety_margin_ratio": st.sampled_from([0.0, 0.01, 0.05, 0.2, 0.9]),
+    "mode": st.sampled_from(["enforce", "shadow", "off"]),
+    "fail_mode": st.sampled_from(["open", "closed"]),
+    "target_ratio": st.sampled_from([0.5, 1.0]),
+    "unknown_window": st.sampled_from(["default", "block"]),
+    "keep_opening_context": st.booleans(),
+    "log_dropped_content": st.booleans(),
+    "output_reserve_ratio": st.sampled_from([0.0, 0.5]),
+}
+metadata_layers = st.dictionaries(st.sampled_from(sorted(METADATA_VALUES)), st.just(None)).flatmap(
+    lambda keys: st.fixed_dictionaries({k: METADATA_VALUES[k] for k in keys}))
+
+
+@given(config=metadata_layers, team=metadata_layers, key=metadata_layers)
+def test_metadata_under_tighten_never_loosens_anything(config, team, key):
+    """Non-admins write their own keys' metadata: under ``metadata_policy: tighten`` no team or key layer
+    makes a tightening setting looser (``safety_margin_ratio`` 0.0, ``mode: off``, a higher cap, ...) or
+    changes any other setting, whatever the config and the layers say."""
+    assert set(STRICTNESS) == set(TIGHTENING_SETTINGS)  # a new rule gets its order here
+    try:
+        config_layers = layers(**config)
+    except PolicyError:
+        return
+    resolved = config_layers.resolve(model_group="m")
+    before = resolved.policy.as_dict()
+    for label, raw in (("team_metadata", team), ("key_metadata", key)):
+        resolved = config_layers.with_metadata(resolved, load_metadata_layer(raw, where=label), label=label, trust=False)
+    after = resolved.policy.as_dict()
+    for name, value in before.items():
+        if name in STRICTNESS:
+            assert STRICTNESS[name](after[name]) >= STRICTNESS[name](value), (name, value, after[name])
+        else:
+            assert after[name] == value, name
+    for name in ("target_ratio", "unknown_window", "keep_opening_context", "log_dropped_content"):
+        for label, raw in (("team_metadata", team), ("key_metadata", key)):
+            if name in raw:
+                assert f"{label}.{name}" in resolved.ignored_metadata_settings
+
+
+@pytest.mark.parametrize("order", [("a", "b"), ("b", "a")])
+def test_a_looser_routed_group_never_loosens_a_stricter_one(order):
+    """A request routed to two groups (a comma-separated list, a routing group) gets each tightening setting
+    from the stricter of them, whichever is named first."""
+    config = layers(models={"a": {"max_input_tokens": 5_000, "safety_margin_ratio": 0.2, "mode": "enforce",
+                                  "fail_mode": "closed"},
+                            "b": {"max_input_tokens": 50_000, "safety_margin_ratio": 0.01, "mode": "off",
+                                  "fail_mode": "open"}})
+    policy = config.resolve(model_group=",".join(order), routed_groups=order).policy.as_dict()
+    assert (policy["max_input_tokens"], policy["safety_margin_ratio"], policy["mode"], policy["fail_mode"]) == \
+        (5_000, 0.2, "enforce", "closed")
+
+
+def test_trim_lengths_that_conflict_stop_start_up_in_an_override_and_are_ignored_in_trusted_metadata():
+    """``tool_result_keep_chars`` > ``tool_result_soft_keep_chars`` (compacting would keep more than softening):
+    refused in the config at any layer, naming the layer; a trusted metadata layer that makes them conflict is
+    ignored with a warning; equal lengths are accepted."""
+    with pytest.raises(PolicyError, match=r"teams\[ml\]: tool_result_keep_chars \(3000\) must not exceed"):
+        load_settings({"teams": {"ml": {"tool_result_keep_chars": 3000}}})
+    assert load_settings({"teams": {"ml": {"tool_result_keep_chars": 2000}}})
+    config = layers()
+    resolved = config.resolve(model_group="m")
+    conflicting = config.with_metadata(resolved, {"tool_result_soft_keep_chars": 100}, label="key_metadata",
+                                       trust=True)
+    assert conflicting.policy == resolved.policy and "key_metadata ignored" in conflicting.warnings[0]
+    fine = config.with_metadata(resolved, {"tool_result_soft_keep_chars": 500}, label="key_metadata", trust=True)
+    assert fine.policy.trim.tool_result_soft_keep_chars == 500

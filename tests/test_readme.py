@@ -29,6 +29,7 @@ PROCESS_DOCS = {
     "match_team_alias": "let `teams:` overrides match a team's alias too (ids are tried first)",
     "match_key_alias": "let `keys:` overrides match a key's alias too (hashed keys are tried first)",
     "unknown_routes": "routes that reach a model in a format budget_hook cannot read: `block` answers 400 `route_not_budgeted`, `pass` forwards them unchecked",
+    "tokenizers": "per deployment model: its own tokenizer.json (a file, a folder, or a Hugging Face name in the local cache) and chat template; counted exactly offline, checked at start-up (docs/counting.md)",
     "learning": "the correction learned from bills and the windows learned from overflow errors, shared through LiteLLM's Redis: `enabled`, `window`, `quantile`, `min_samples`, `min_factor`/`max_factor`, `share`, ... (docs/counting.md)",
 }
 
@@ -47,9 +48,9 @@ def settings_table() -> str:
     rows = ["| setting | default | scope | meaning |", "|---|---|---|---|"]
     for _cls, knob in POLICY_KNOBS:
         rows.append(f"| `{knob.name}` | {_value(knob.default)} | policy | {knob.metadata['doc'].replace('|', '/')} |")
-    for name in (*PROCESS_SETTINGS, "learning"):
+    for name in (*PROCESS_SETTINGS, "learning", "tokenizers"):
         field = PluginSettingsModel.model_fields[name]
-        default = "see docs/counting.md" if name == "learning" else _value(field.default)
+        default = "see docs/counting.md" if name in ("learning", "tokenizers") else _value(field.default)
         rows.append(f"| `{name}` | {default} | process | {PROCESS_DOCS[name]} |")
     rows.append("| `models`, `teams`, `keys` | `{}` | overrides | per model group (name or glob), team and key: any policy setting |")
     return "\n".join(rows)
@@ -69,7 +70,7 @@ def test_the_readme_settings_table_is_the_one_the_code_declares():
 def test_every_setting_is_in_the_table():
     names = set(re.findall(r"^\| `([a-z_]+)`", settings_table(), re.M))
     assert names >= set(PluginSettingsModel.model_fields) - {"models", "teams", "keys"}
-    assert set(PROCESS_DOCS) == {*PROCESS_SETTINGS, "learning"}
+    assert set(PROCESS_DOCS) == {*PROCESS_SETTINGS, "learning", "tokenizers"}
     assert LearningSettings().enabled  # the table says learning is on by default (docs/counting.md)
 
 

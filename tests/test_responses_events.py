@@ -1,10 +1,11 @@
-"""The streamed ``/v1/responses`` block (proxy.errors.responses_failed_events): the Responses schema, filled."""
+"""The streamed ``/v1/responses`` block (Shape.streamed_error: shapes.responses.failed_events): the Responses schema, filled."""
 
 from __future__ import annotations
 
 import json
 
-from budget_hook.proxy.errors import block_model_group, responses_failed_events
+from budget_hook.proxy.errors import block_model_group
+from budget_hook.shapes.responses import failed_events as responses_failed_events
 
 
 def events(text: str) -> list[dict]:

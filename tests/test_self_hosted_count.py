@@ -65,6 +65,28 @@ def test_the_server_s_count_is_read():
     assert asyncio.run(counter.count(target, {"messages": [{"role": "user", "content": "a"}]}, 1.0)) == (41, "answered")
 
 
+def test_the_server_s_max_model_len_is_kept_as_its_window():
+    from budget_hook.budget.windows import ModelLimits
+    from budget_hook.proxy.provider_count import _server_limits
+
+    def handler(request):
+        return httpx.Response(200, json={"count": 41, "max_model_len": 4096, "tokens": []})
+
+    counter = ProviderCounter(client=lambda: httpx.AsyncClient(transport=httpx.MockTransport(handler)))
+    target = count_target(deployment("hosted_vllm/llama"), "chat")
+    assert counter.server_window(target) is None
+    asyncio.run(counter.count(target, {"messages": [{"role": "user", "content": "a"}]}, 1.0))
+    assert counter.server_window(target) == 4096
+    unknown = ModelLimits(None, "unknown", "hosted_vllm/llama")
+    assert _server_limits(unknown, 4096).window == 4096
+    assert _server_limits(unknown, 4096).source == "the server's max_model_len (/tokenize)"
+    larger = ModelLimits(32_768, "router", "hosted_vllm/llama")
+    assert _server_limits(larger, 4096).window == 4096  # the server refuses anything over its own
+    smaller = ModelLimits(2048, "router", "hosted_vllm/llama")
+    assert _server_limits(smaller, 4096) is smaller
+    assert _server_limits(unknown, None) is unknown
+
+
 def test_always_is_a_provider_count_mode():
     assert load_settings({"models": {"llama": {"provider_count": "always"}}}).layers.models["llama"]["provider_count"] \
         == "always"
@@ -83,6 +105,22 @@ def test_llama_3_1_tool_results_are_counted_as_its_template_writes_them():
     as_user = counter.count_request({"messages": [{"role": "user", "content": "go"}, call,
                                                   {"role": "user", "content": tabs}]}).total
     assert as_tool > 5 * as_user  # 3,165 against the server's 3,160 (tests/e2e/test_vllm_e2e.py's template)
+
+
+def test_llama_3_1_tool_results_sent_as_parts_are_counted_through_tojson_too():
+    """A tool result sent as a list of text parts is written by the template as that list through ``tojson``:
+    every escape counts, as for a string (it was counted as raw text: a fifth of what the server counts)."""
+    from budget_hook.counting import TokenCounter
+
+    counter = TokenCounter.for_model("hosted_vllm/meta-llama/Llama-3.3-70B-Instruct")
+    tabs = ("\t" * 30 + "\n") * 100
+    call = {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "c", "type": "function", "function": {"name": "sh", "arguments": "{}"}}]}
+
+    def total(content):
+        return counter.count_request({"messages": [{"role": "user", "content": "go"}, call,
+                                                   {"role": "tool", "tool_call_id": "c", "content": content}]}).total
+    assert total([{"type": "text", "text": tabs}]) >= total(tabs)
 
 
 def test_gpt_oss_is_not_exact_its_harmony_framing_is_counted():

@@ -85,6 +85,7 @@ policies = st.builds(
     drop_opening_context=st.booleans(),
     reduce_recent_tool_results=st.booleans(),
     reduce_opening_context=st.booleans(),
+    soften_user_messages=st.booleans(),
 )
 
 
@@ -165,6 +166,16 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy,
             assert pair[1] not in edited and (set(pair) <= dropped or not dropped.intersection(pair))
             if not policy.drop_opening_context:
                 assert not dropped.intersection(pair)
+    # A user message outside the opening context is edited only when softening user messages is on, before the
+    # latest turn, in the middle (head and tail kept, the marker saying so).
+    opening = set().union(*opening_parts(before, context_min_chars=policy.context_min_chars,
+                                         ack_max_chars=policy.ack_max_chars)[1], opening_parts(
+        before, context_min_chars=policy.context_min_chars, ack_max_chars=policy.ack_max_chars)[0]) \
+        if policy.keep_opening_context else set()
+    for index in {a.index for a in report.actions if a.action == "shortened"}:
+        if before[index]["role"] == "user" and index not in opening:
+            assert index < start and "removed from the middle" in message_text(after[kept.index(index)])
+            assert policy.soften_user_messages or (policy.reduce_opening_context and not policy.keep_opening_context)
     # The K most recent tool results are only ever cut by the graded stage: in the middle (head and tail kept),
     # or, at its floor, to the head an older result is compacted to.
     results = [i for i, m in enumerate(before) if m["role"] == "tool"]
@@ -196,7 +207,11 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy,
         # with every other unit of its region dropped, the request would still be over the budget
         for region_is_latest in (False, True):
             hit = [i for i in newest & edited if (i >= start) == region_is_latest or not latest]
+            # a turn whose step holds a newest result keeps its question while that step stays (a step never
+            # opens the conversation without the question it answers)
+            holding = {u.turn for u in units if newest.intersection(u.indexes)}
             left = [i for u in units if u.latest == region_is_latest and not newest.intersection(u.indexes)
+                    and not (u.turn in holding and before[u.indexes[0]]["role"] == "user")
                     for i in u.indexes if i not in dropped]
             if hit and left:
                 alive = [i for i in kept if i not in left]

@@ -1,6 +1,6 @@
 """``budget-hook``: dry-run the counter and the trimmer on a captured request body of any shape.
 
-    budget-hook count [--format F] --model MODEL [FILE|-]
+    budget-hook count [--format F] --model MODEL [--streamed] [FILE|-]
     budget-hook trim  [--format F] --model MODEL [--window N] [--context-1m] [--max-input-tokens N] [--max-tokens N]
                       [FILE|-]
     budget-hook check-config litellm_config.yaml
@@ -84,8 +84,15 @@ def _print(data: Any) -> None:
     sys.stdout.write("\n")
 
 
-def _count(args: argparse.Namespace) -> int:
+def _read_streamed(args: argparse.Namespace) -> dict[str, Any]:
+    """The body as the proxy sees it: ``--streamed`` marks it as sent on a streaming route (LiteLLM sets
+    ``stream`` for Gemini's streamGenerateContent, whose replayed thought signatures Gemini 2.x bills)."""
     body = _read_body(args.file)
+    return {**body, "stream": True} if args.streamed else body
+
+
+def _count(args: argparse.Namespace) -> int:
+    body = _read_streamed(args)
     shape = _shape(args, body)
     counter = TokenCounter.for_model(args.model, base_model=args.base_model)
     out: dict[str, Any] = {"model": args.model, "format": shape.name, "encoding": counter.profile.encoding_name,
@@ -114,7 +121,7 @@ def _window(args: argparse.Namespace) -> int:
     window = lookup_max_input_tokens(name)
     if window is None:
         raise UsageError(f"--model: no context window known for {args.model!r}; pass --window")
-    from .proxy.windows import header_dependent_window
+    from .budget.router_windows import header_dependent_window
 
     beta = {"extra_headers": {"anthropic-beta": "context-1m-2025-08-07"}} if args.context_1m else {}
     backend = f"anthropic/{args.model}" if args.model.startswith("claude") else args.model  # LiteLLM's own default
@@ -123,7 +130,7 @@ def _window(args: argparse.Namespace) -> int:
 
 
 def _trim(args: argparse.Namespace) -> int:
-    body = _read_body(args.file)
+    body = _read_streamed(args)
     shape = _shape(args, body)
     counter = TokenCounter.for_model(args.model, base_model=args.base_model)
     for flag, value, least in (("--window", args.window, 1), ("--max-input-tokens", args.max_input_tokens, 1),
@@ -289,6 +296,8 @@ def _parser() -> argparse.ArgumentParser:
                          help="model name as the gateway routes it (gpt-4o, anthropic/claude-...)")
         sub.add_argument("--base-model", help="the underlying model of a deployment name (azure/my-deployment)")
         sub.add_argument("file", nargs="?", default="-", help="request body JSON file, or - for stdin (default)")
+        sub.add_argument("--streamed", action="store_true", help="the body was sent on a streaming route "
+                         "(Gemini's streamGenerateContent: Gemini 2.x bills replayed thought signatures only there)")
         if name == "trim":
             sub.add_argument("--window", type=int, help="the model's input window (default: LiteLLM's model map, "
                              "as the proxy reads it: 200,000 for Claude models whose 1M needs a beta header)")

@@ -13,12 +13,12 @@ own body is not in the log). Export before enforcing, or in shadow mode, to repl
 
 ``replay(items, config, overrides)`` decides each with the settings of a LiteLLM config
 (``callback_settings.budget_hook``, with ``overrides`` on top) and its ``model_list`` windows
-(``proxy.windows.limits_of`` without a router: the minimum over a group's deployments of
+(``budget.router_windows.limits_of`` without a router: the minimum over a group's deployments of
 ``model_info.max_input_tokens``, else the model map), and returns one row per request.
 ``summarise(rows)`` totals them per model group and team: pass / trimmed / blocked, tokens before and after,
 and the cache-stable share (of consecutive requests of a group and team whose earlier one was trimmed, how
 often its forwarded history is an exact prefix of the next one's: what keeps a provider's prompt cache warm).
-Pure: no litellm, no network; a bad line is reported, not fatal.
+Pure: no litellm, no network, nothing of the ``proxy`` package; a bad line is reported, not fatal.
 """
 
 from __future__ import annotations
@@ -34,10 +34,10 @@ from pathlib import Path
 from typing import Any
 
 from .budget import ModelLimits
+from .budget.router_windows import limits_of
 from .pipeline import BudgetRequest, Caller, decide
 from .pipeline.record import tokens_left
 from .policy import load_settings
-from .proxy.windows import limits_of
 from .shapes import SHAPES, Shape
 
 #: where each shape keeps the history a prompt cache keys on
@@ -146,6 +146,10 @@ def _spend_log_item(number: int, row: dict[str, Any]) -> Item:
     shape = SHAPES.for_call_type(row.get("call_type")) or SHAPES.detect(body)
     spend = metadata.get("spend_logs_metadata") if isinstance(metadata, dict) else None
     live = _json_field(spend).get("budget_hook") if isinstance(_json_field(spend), dict) else None
+    if live is None and isinstance(metadata, dict):  # a block on LiteLLM 1.108: in its guardrail results only
+        guardrails = _json_field(metadata.get("guardrail_information"))
+        live = next((g.get("budget_hook") for g in guardrails if isinstance(g, dict)
+                     and g.get("guardrail_name") == "budget_hook"), None) if isinstance(guardrails, list) else None
     return _checked(Item(number, group, str(team) if team else None, shape, body, start=start, restored_chars=skipped,
                          live=live if isinstance(live, dict) else None))
 
@@ -177,7 +181,7 @@ def _untruncated(value: Any) -> tuple[Any, int]:
 def group_limits(config: Mapping[str, Any], group: str) -> ModelLimits:
     """A group's window as the proxy would find it, from the config alone (no router: no upstream discovery)."""
     deployments = [d for d in config.get("model_list") or [] if isinstance(d, Mapping) and d.get("model_name") == group]
-    return limits_of(None, group, deployments)
+    return limits_of(group, deployments)
 
 
 def replay(items: Iterable[Item], config: Mapping[str, Any], overrides: Mapping[str, Any] | None = None

@@ -36,6 +36,10 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a rea
   (``thinking.type: Input tag '<value>' found using 'type' does not match ...``) and a bad chat role
   (``Invalid value: '<role>'. Supported values are: ...``).
 
+* ``--chains`` makes ``/v1/responses`` hold each response's conversation (its input + output tokens, by
+  response id): a request naming ``previous_response_id`` is counted as that chain + its new input (the
+  window checked against the sum, as OpenAI does), an unknown id is a 400 ``previous_response_not_found``.
+
 * serves Gemini's ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent`` (SSE with
   ``alt=sse``, else a JSON array), with Gemini's ``The input token count (N) exceeds the maximum number of
   tokens allowed (M).`` 400; ``/v1/responses/compact`` like ``/v1/responses`` (unstreamed); an Azure
@@ -68,6 +72,10 @@ BILL_FACTOR = 1.0  # --bill-factor: this provider's count is the independent cou
 COUNT_DELAY = 0.0  # --count-delay: seconds the counting endpoints wait before answering
 COUNT_FAIL = False  # --count-fail: the counting endpoints answer 500
 ECHO = False  # --echo: quote unknown keys and bad values back in 400s, as the real APIs do
+#: --chains: ``/v1/responses`` holds each response's conversation (input + output tokens) by its id, and a
+#: request naming ``previous_response_id`` is counted with the chain it continues, as OpenAI does
+CHAINS: dict[str, int] | None = None
+CHAINS_LOCK = threading.Lock()
 _CHAT_KEYS = {"model", "messages", "max_tokens", "max_completion_tokens", "stream", "stream_options", "temperature",
               "top_p", "n", "stop", "tools", "tool_choice", "parallel_tool_calls", "user", "response_format", "seed",
               "logprobs", "top_logprobs", "presence_penalty", "frequency_penalty", "logit_bias", "reasoning_effort",
@@ -444,6 +452,13 @@ def _responses(self, body: dict) -> None:
             return self._error(400, f"No tool call found for function call output with call_id {item.get('call_id')}.",
                                None, f"input[{index}]")
     prompt = responses_prompt(body)
+    if CHAINS is not None and body.get("previous_response_id"):
+        with CHAINS_LOCK:
+            held = CHAINS.get(str(body["previous_response_id"]))
+        if held is None:
+            return self._error(400, f"Previous response with id '{body['previous_response_id']}' not found.",
+                               "previous_response_not_found", "previous_response_id")
+        prompt += held
     window = MODELS[model]
     reserve = int(body.get("max_output_tokens") or 0)
     if prompt + reserve > window:
@@ -461,6 +476,9 @@ def _responses(self, body: dict) -> None:
         "usage": {"input_tokens": prompt, "output_tokens": 8, "total_tokens": prompt + 8,
                   "input_tokens_details": {"cached_tokens": 0}, "output_tokens_details": {"reasoning_tokens": 0}},
     }
+    if CHAINS is not None:
+        with CHAINS_LOCK:
+            CHAINS[response["id"]] = prompt + 8
     if body.get("stream"):
         return _stream_response(self, response, message, text)
     self._send(200, response)
@@ -529,7 +547,7 @@ Handler._gemini = _gemini
 
 
 def main() -> None:
-    global ENCODING, MODELS, RECORD_PATH, INSTANT, BILL_FACTOR, COUNT_DELAY, COUNT_FAIL, ECHO
+    global ENCODING, MODELS, RECORD_PATH, INSTANT, BILL_FACTOR, COUNT_DELAY, COUNT_FAIL, ECHO, CHAINS
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", required=True, help='JSON object {"model id": context window}')
     parser.add_argument("--record", default="", help="append every request body to this JSONL file")
@@ -539,8 +557,11 @@ def main() -> None:
     parser.add_argument("--count-delay", type=float, default=0.0, help="seconds the counting endpoints wait")
     parser.add_argument("--count-fail", action="store_true", help="the counting endpoints answer 500")
     parser.add_argument("--echo", action="store_true", help="quote unknown keys and bad values back in 400s")
+    parser.add_argument("--chains", action="store_true",
+                        help="/v1/responses keeps each response's conversation and counts previous_response_id's")
     args = parser.parse_args()
     ECHO = args.echo
+    CHAINS = {} if args.chains else None
     BILL_FACTOR, COUNT_DELAY, COUNT_FAIL = args.bill_factor, args.count_delay, args.count_fail
     MODELS = json.loads(args.models)
     RECORD_PATH = args.record

@@ -16,6 +16,10 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>``. Like ``vllm serve`` 
   ``'max_tokens' or 'max_completion_tokens' is too large: K. This model's maximum context length is N
   tokens and your request has M input tokens (K > N - M).``;
 * reports ``usage.prompt_tokens`` as that count. Every body it receives is appended to ``--record``.
+
+With ``--tokenizer tokenizer.json --chat-template tokenizer_config.json`` it serves those files instead, as
+vLLM does (the ``tokenizers`` library; the config's ``chat_template`` and ``bos_token`` rendered in jinja2's
+sandbox as transformers does; encoded without added special tokens): the same files the gateway is given.
 """
 
 from __future__ import annotations
@@ -83,7 +87,26 @@ def render(messages: list, tools: list | None, add_generation_prompt: bool = Tru
                        date_string="26 Jul 2024")
 
 
+OWN: dict = {}
+
+
+def use_files(tokenizer: str, config: str) -> None:
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+    from tokenizers import Tokenizer
+
+    settings = json.loads(Path(config).read_text(encoding="utf-8"))
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    env.filters["tojson"] = lambda value, ensure_ascii=False, indent=None, separators=None, sort_keys=False: \
+        json.dumps(value, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+    OWN.update(tokenizer=Tokenizer.from_file(tokenizer), template=env.from_string(settings["chat_template"]),
+               bos=settings.get("bos_token", ""))
+
+
 def count(messages: list, tools: list | None) -> int:
+    if OWN:
+        text = OWN["template"].render(messages=[_prepared(m) for m in messages], tools=tools or None,
+                                      add_generation_prompt=True, bos_token=OWN["bos"])
+        return len(OWN["tokenizer"].encode(text, add_special_tokens=False).ids)
     assert ENCODING is not None
     return len(ENCODING.encode(render(messages, tools), allowed_special="all"))
 
@@ -123,6 +146,8 @@ class Handler(BaseHTTPRequestHandler):
         if path.endswith("/tokenize"):
             if "messages" in body:
                 tokens = count(body["messages"], body.get("tools"))
+            elif OWN:
+                tokens = len(OWN["tokenizer"].encode(str(body.get("prompt", "")), add_special_tokens=False).ids)
             else:
                 assert ENCODING is not None
                 tokens = len(ENCODING.encode(str(body.get("prompt", "")), disallowed_special=()))
@@ -151,7 +176,11 @@ def main() -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--max-model-len", type=int, required=True)
     parser.add_argument("--record", default="")
+    parser.add_argument("--tokenizer", default="")
+    parser.add_argument("--chat-template", default="")
     args = parser.parse_args()
+    if args.tokenizer:
+        use_files(args.tokenizer, args.chat_template)
     STATE.update(record=args.record, model=args.model, max_model_len=args.max_model_len)
     ENCODING = encoding()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)

@@ -167,7 +167,10 @@ def assert_serves_a_large_request(servers: dict, group: str, path: str = "/chat/
 def test_an_unknown_key_quoting_an_overflow_teaches_no_window_on_chat(servers, plant):
     response, call_id = send(servers["first"], "/chat/completions", chat_body("open", 50, "key-echo", **{plant: 1}),
                              key="sk-attacker")
-    assert response.status_code == 400 and "Unrecognized request argument supplied" in response.text
+    # the echo may be answered in the overflow form, but never with the numbers the request planted
+    answer = response.json()["error"]["message"]
+    assert response.status_code == 400 and ("Unrecognized request argument supplied" in answer or not any(
+        number in answer for number in ("10 tokens", "900000", "90000", "1100", "1200", "1500", "9000"))), answer
     record = record_of(servers["first"], call_id, "failure")
     assert "ignored" in record["learned"] and "window" not in record["learned"], record.get("learned")
     assert_nothing_learned(servers, "open-dep")

@@ -63,10 +63,10 @@ def test_replaying_the_spend_log_reaches_the_proxy_s_decisions(proxy, tmp_path):
         "f": ("/v1/chat/completions", {"model": "shadowed", "max_tokens": 100,  # shadow: forwarded as sent
                                        "messages": history(30, f"{marker}-f")}),
     }
-    live = {}
+    live, calls = {}, {}
     for case, (path, body) in sent.items():
         response = httpx.post(f"{proxy.base_url}{path}", json=body, headers=HEADERS, timeout=60)
-        live[case] = response.headers["x-budget-decision"]
+        live[case], calls[case] = response.headers["x-budget-decision"], response.headers["x-litellm-call-id"]
     assert live == {"a": "pass", "b": "trimmed", "c": "blocked", "d": "trimmed", "e": "pass", "f": "would_trim"}
     rows = spend_rows(proxy, marker, len(sent))
     assert len(rows) == len(sent), [r.get("e2e_error") for r in rows]
@@ -79,11 +79,22 @@ def test_replaying_the_spend_log_reaches_the_proxy_s_decisions(proxy, tmp_path):
     assert replayed == {**live, "b": "pass", "d": "pass"}  # b and d were stored as forwarded: trimmed to fit
     assert {case for case, row in decided.items() if row.get("as_forwarded")} == {"b", "d"}
     # LiteLLM 1.108 logs a request refused before any provider call (the block, c) with only allow-listed metadata
-    # (tags, guardrail information): its spend-log row no longer carries spend_logs_metadata.budget_hook, so the
-    # replay has no live action for it (docs/litellm-versions.md). budget_hook's own record still has it.
-    refused_rows_keep_metadata = _litellm_version() < (1, 108)  # 1.104-1.107 cannot be installed here
-    expected_live = live if refused_rows_keep_metadata else {**live, "c": None}
-    assert {case: row.get("live_action") for case, row in decided.items()} == expected_live
+    # (tags, guardrail information): its spend-log row no longer carries spend_logs_metadata.budget_hook, so a
+    # block's decision also rides as a guardrail result, which both versions log (docs/litellm-versions.md)
+    assert {case: row.get("live_action") for case, row in decided.items()} == live
+    by_case = {case_of(json_column(row["proxy_server_request"])): {**row, "metadata": json_column(row["metadata"])}
+               for row in rows}
+    guardrails = [g for g in by_case["c"]["metadata"]["guardrail_information"] if g["guardrail_name"] == "budget_hook"]
+    assert [(g["guardrail_status"], g["budget_hook"]["action"]) for g in guardrails] == \
+        [("guardrail_intervened", "blocked")]
+    # each row is findable by the x-litellm-call-id the client got (and a forwarded one by the response id too)
+    assert {case: row["metadata"]["litellm_call_id"] for case, row in by_case.items()} == calls
+    assert by_case["c"]["request_id"] == calls["c"] and by_case["a"]["request_id"].startswith("chatcmpl-")
+    if _litellm_version() < (1, 108):  # 1.104-1.107 cannot be installed here
+        assert by_case["c"]["metadata"]["spend_logs_metadata"]["budget_hook"]["action"] == "blocked"
+    else:
+        assert by_case["c"]["metadata"]["spend_logs_metadata"] is None
+    assert by_case["a"]["metadata"]["spend_logs_metadata"]["budget_hook"]["action"] == "pass"
     assert [case_of(item.body) for item in items] == list(sent)  # replayed in the order they were sent
     # LiteLLM cut the 30,000-character string to 2,048 in the spend log: put back as filler, and said
     assert decided["c"]["restored_chars"] > 27_000 and decided["a"]["restored_chars"] == 0
@@ -92,6 +103,11 @@ def test_replaying_the_spend_log_reaches_the_proxy_s_decisions(proxy, tmp_path):
     assert main(["replay", "--config", str(proxy.extra["config"]), "--plot", str(plot), str(export)]) == 0
     picture = plot.read_text(encoding="utf-8")
     assert picture.startswith("<svg") and "small" in picture
+
+
+def json_column(value):
+    """A spend-log JSON column: stored as text."""
+    return json.loads(value) if isinstance(value, str) else value
 
 
 def case_of(body: dict) -> str:

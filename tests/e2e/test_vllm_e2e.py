@@ -10,6 +10,10 @@ own overflow wordings. Two groups on the same deployment: ``llama`` asks the ser
   never under it.
 * Through ``llama`` an over-window agent loop is counted by the server, trimmed, and accepted.
 * A single message over the window is refused by the gateway; the server never sees it.
+* ``tiny`` is a second stand-in serving a small real ``tokenizer.json`` and ``tokenizer_config.json`` built
+  in the test (``tests/tokenizer_files``); the gateway is given the same files (``tokenizers:``): its count
+  is the server's, before and after trimming, and the trimmed request is accepted; a ``developer`` message
+  counts as the ``system`` message LiteLLM turns it into.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import pytest
 
 from budget_hook.counting import TokenCounter
 
+from ..tokenizer_files import build
 from .conftest import write_config
 from .harness import HERE, Process, process_env, start_proxy, wait_for_record
 
@@ -34,12 +39,16 @@ WINDOW = 4096
 ESTIMATE = TokenCounter.for_model(f"hosted_vllm/{MODEL}")
 
 
-def start_vllm(folder) -> Process:
-    record = folder / "vllm_payloads.jsonl"
+TINY = "org/tiny-llama"
+
+
+def start_vllm(folder, model: str = MODEL, files: tuple = ()) -> Process:
+    record = folder / f"vllm_payloads_{len(files)}.jsonl"
     record.touch()
-    stderr = folder / "vllm.stderr"
-    popen = subprocess.Popen([sys.executable, str(HERE / "fake_vllm.py"), "--model", MODEL, "--max-model-len",
-                              str(WINDOW), "--record", str(record)], stdout=subprocess.PIPE,
+    stderr = folder / f"vllm_{len(files)}.stderr"
+    own = ["--tokenizer", str(files[0]), "--chat-template", str(files[1])] if files else []
+    popen = subprocess.Popen([sys.executable, str(HERE / "fake_vllm.py"), "--model", model, "--max-model-len",
+                              str(WINDOW), "--record", str(record), *own], stdout=subprocess.PIPE,
                              stderr=stderr.open("w"), env=process_env(), start_new_session=True, text=True)
     line = popen.stdout.readline()
     if not line.startswith("READY "):
@@ -55,20 +64,28 @@ def servers(tmp_path_factory):
     try:
         vllm = start_vllm(folder)
         started.append(vllm)
+        files = build(folder / "tiny")
+        tiny = start_vllm(folder, TINY, files)
+        started.append(tiny)
 
-        def group(name: str) -> dict:
+        def group(name: str, window: int | None = WINDOW) -> dict:
             return {"model_name": name, "litellm_params": {"model": f"hosted_vllm/{MODEL}", "api_key": "fake-key",
                                                             "api_base": f"http://127.0.0.1:{vllm.port}/v1"},
-                    "model_info": {"id": f"{name}-dep", "max_input_tokens": WINDOW}}
+                    "model_info": {"id": f"{name}-dep", **({"max_input_tokens": window} if window else {})}}
 
-        config = {"model_list": [group("llama"), group("llama-estimate")],
+        tiny_group = {"model_name": "tiny", "litellm_params": {"model": f"hosted_vllm/{TINY}", "api_key": "fake-key",
+                                                               "api_base": f"http://127.0.0.1:{tiny.port}/v1"},
+                      "model_info": {"id": "tiny-dep", "max_input_tokens": WINDOW}}
+        tokenizers = {f"hosted_vllm/{TINY}": {"tokenizer": str(files[0]), "chat_template": str(files[1])}}
+        config = {"model_list": [group("llama"), group("llama-estimate"), group("llama-nowindow", None), tiny_group],
                   "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin"], "num_retries": 0},
-                  "callback_settings": {"budget_hook": {"mode": "enforce",
-                                                        "models": {"llama": {"provider_count": "always"}}}},
+                  "callback_settings": {"budget_hook": {"mode": "enforce", "tokenizers": tokenizers,
+                                                        "models": {"llama": {"provider_count": "always"},
+                                                                   "llama-nowindow": {"provider_count": "always"}}}},
                   "general_settings": {"custom_auth": "e2e_auth.user_api_key_auth"}}
         proxy = start_proxy(write_config(folder / "proxy", config), log_dir=folder)
         started.append(proxy)
-        yield {"vllm": vllm, "proxy": proxy}
+        yield {"vllm": vllm, "proxy": proxy, "tiny": tiny}
     finally:
         for process in reversed(started):
             process.stop()
@@ -94,17 +111,17 @@ def tool_conversation(tag: str, steps: int) -> dict:
     return {"max_tokens": 100, "messages": messages}
 
 
-def over_the_window(vllm: Process, tag: str) -> dict:
+def over_the_window(vllm: Process, tag: str, model: str = MODEL) -> dict:
     """The smallest such conversation the server counts over the window."""
     for steps in range(1, 40):
         body = tool_conversation(tag, steps)
-        if server_count(vllm, {"messages": body["messages"]}) + 100 > WINDOW:
+        if server_count(vllm, {"messages": body["messages"]}, model) + 100 > WINDOW:
             return body
     raise AssertionError("no conversation overflows the window")
 
 
-def server_count(vllm: Process, body: dict) -> int:
-    answer = httpx.post(f"http://127.0.0.1:{vllm.port}/tokenize", json={"model": MODEL, **body}, timeout=30)
+def server_count(vllm: Process, body: dict, model: str = MODEL) -> int:
+    answer = httpx.post(f"http://127.0.0.1:{vllm.port}/tokenize", json={"model": model, **body}, timeout=30)
     return answer.json()["count"]
 
 
@@ -149,3 +166,80 @@ def test_a_request_that_cannot_fit_is_refused_before_the_server_sees_it(servers)
     assert response.status_code == 400 and response.json()["error"]["code"] == "context_length_exceeded"
     assert "budget_hook blocked this request" in response.text
     assert not served(servers["vllm"], tag)
+
+
+def test_the_deployment_s_own_tokenizer_counts_as_the_server_does(servers):
+    tiny = servers["tiny"]
+    tag = f"tiny-{uuid.uuid4().hex[:6]}"
+    body = tool_conversation(tag, 1)
+    response = chat(servers["proxy"], "tiny", body)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-budget-count-method"] == "tokenizer.json+template"
+    assert int(response.headers["x-budget-tokens-before"]) == server_count(tiny, {"messages": body["messages"]}, TINY)
+
+    tag = f"tiny-over-{uuid.uuid4().hex[:6]}"
+    body = over_the_window(tiny, tag, TINY)
+    response = chat(servers["proxy"], "tiny", body)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-budget-decision"] == "trimmed"
+    assert int(response.headers["x-budget-tokens-before"]) == server_count(tiny, {"messages": body["messages"]}, TINY)
+    [sent] = served(tiny, tag)
+    after = server_count(tiny, {"messages": sent["messages"]}, TINY)
+    assert int(response.headers["x-budget-tokens-after"]) == after and after + 100 <= WINDOW
+    record = wait_for_record(servers["proxy"], response.headers["x-litellm-call-id"])
+    assert record["decision"]["count"]["how"] == "exact"
+    assert record["decision"]["count"]["method"] == "tokenizer.json+template"
+
+
+def test_a_developer_message_is_counted_as_the_system_message_litellm_sends(servers):
+    """LiteLLM maps ``developer`` to ``system`` inside ``completion()``, after the gateway's check: the count is
+    the server's count of the body it receives (Llama 3.1's template would frame a ``developer`` message as a
+    turn of its own, beside a default system block)."""
+    tiny = servers["tiny"]
+    tag = f"tiny-dev-{uuid.uuid4().hex[:6]}"
+    body = {"max_tokens": 50, "messages": [{"role": "developer", "content": f"[{tag}] Answer in French. " * 40},
+                                           {"role": "user", "content": "hello"}]}
+    response = chat(servers["proxy"], "tiny", body)
+    assert response.status_code == 200, response.text
+    [sent] = served(tiny, tag)
+    assert [m["role"] for m in sent["messages"]] == ["system", "user"]
+    assert int(response.headers["x-budget-tokens-before"]) == server_count(tiny, {"messages": sent["messages"]}, TINY)
+    assert server_count(tiny, {"messages": sent["messages"]}, TINY) != server_count(tiny, {"messages": body["messages"]},
+                                                                                    TINY)
+
+
+def test_the_server_s_max_model_len_is_the_window_when_none_is_configured(servers):
+    """No window configured and none in LiteLLM's map (the policy default would be 8,192): the server's
+    ``/tokenize`` answer names ``max_model_len`` (4,096), and the request is decided against it."""
+    tag = f"nowindow-{uuid.uuid4().hex[:6]}"
+    body = over_the_window(servers["vllm"], tag)
+    response = chat(servers["proxy"], "llama-nowindow", body)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-budget-decision"] == "trimmed"
+    assert response.headers["x-budget-window"] == str(WINDOW)
+    [sent] = served(servers["vllm"], tag)
+    assert server_count(servers["vllm"], {"messages": sent["messages"]}) + 100 <= WINDOW
+    record = wait_for_record(servers["proxy"], response.headers["x-litellm-call-id"])
+    assert record["decision"]["window"] == WINDOW, record["decision"].get("window_source")
+
+
+def test_a_missing_tokenizer_or_a_template_reaching_for_internals_refuses_the_start(tmp_path):
+    from budget_hook.proxy.startup import EXIT_CONFIG
+
+    bad = tmp_path / "bad.jinja"
+    bad.write_text("{{ messages.__class__.__mro__ }}")
+    files = build(tmp_path / "tiny")
+    for name, entry, problem in (
+            ("missing", {"tokenizer": str(tmp_path / "nope" / "tokenizer.json")}, "is no tokenizer.json file"),
+            ("unsafe", {"tokenizer": str(files[0]), "chat_template": str(bad)}, "SecurityError")):
+        config = {"model_list": [{"model_name": "tiny", "litellm_params": {"model": f"hosted_vllm/{TINY}",
+                                                                            "api_base": "http://127.0.0.1:9/v1"}}],
+                  "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin"]},
+                  "callback_settings": {"budget_hook": {"tokenizers": {f"hosted_vllm/{TINY}": entry}}}}
+        process = start_proxy(write_config(tmp_path / name, config), log_dir=tmp_path / name, expect_failure=True,
+                              timeout=90)
+        assert process.popen.returncode == EXIT_CONFIG
+        stderr = process.stderr()
+        assert "budget_hook: refusing to start" in stderr
+        assert f"callback_settings.budget_hook.tokenizers.hosted_vllm/{TINY}" in stderr and problem in stderr
+        assert "Traceback" not in stderr, stderr[-3000:]

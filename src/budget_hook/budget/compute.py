@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
@@ -61,7 +61,10 @@ class Budget:
         return BudgetCheck(budget=self, counted_tokens=tokens, over_by=max(0, tokens - self.budget))
 
     def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        # what ``dataclasses.asdict`` gives, without its recursive deep copy (every field is a scalar)
+        return {"window": self.window, "output_reserve": self.output_reserve,
+                "output_reserve_source": self.output_reserve_source, "safety_margin": self.safety_margin,
+                "cap": self.cap, "budget": self.budget}
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,9 @@
 * ``profiles``: which encoding, framing constants and safety factor a model family is counted with;
 * ``tools``, ``images``, ``media``: tool schemas as rendered into the prompt, image formulas, audio/files;
 * ``encodings``: tiktoken's encodings loaded from the litellm wheel, never the network;
-* ``cache``: the per-process LRU of counts keyed by content hash.
+* ``cache``: the per-process LRU of counts keyed by content hash;
+* ``templated``: a deployment's own ``tokenizer.json`` and chat template, named in the settings (exact);
+* ``signatures``: Gemini thought signatures LiteLLM replays on ``/chat/completions``.
 """
 
 from .canonical import canonical_json

@@ -14,9 +14,9 @@ Contract:
   tile or patch formula.
 * Other families are estimated: text tokens times the profile's safety factor, plus the family's
   framing constants (see ``profiles.TokenizerProfile``).
-* Text is tokenized with ``encode_ordinary``: user text such as ``<|endoftext|>`` is just text.
-* Structural problems raise ``MalformedRequestError`` naming the field; odd but harmless content (an
-  unknown part type, a text part without text) is counted conservatively as its JSON, never ignored.
+* Text is tokenized with ``encode_ordinary``: user text such as ``<|endoftext|>`` is just text. Structural
+  problems raise ``MalformedRequestError`` naming the field; odd but harmless content (an unknown part
+  type, a text part without text) is counted conservatively as its JSON, never ignored.
 """
 
 from __future__ import annotations
@@ -36,11 +36,12 @@ from .canonical import canonical_json
 from .encodings import get_encoding
 from .family_tokenizers import family_encoder
 from .media import audio_tokens, file_text, file_tokens
-from .profiles import TokenizerProfile, resolve_tokenizer
-from .tools import render_functions, tool_functions, unrendered_text
+from .profiles import TokenizerProfile, resolve_tokenizer, responses_extra
+from .signatures import signature_tokens
+from .tools import render_functions, tool_functions, tool_json, unrendered_text
 
 #: encodings that are a model family's own tokenizer (``family_tokenizers``), not tiktoken's
-FAMILY_ENCODINGS = frozenset({"mistral", "llama3"})
+FAMILY_ENCODINGS = frozenset({"mistral", "llama3", "qwen", "qwen3.5", "deepseek"})
 #: a file's name and framing around its text
 FILE_FRAMING_TOKENS = 20
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -59,8 +60,9 @@ class ViewPart(str):
 THOUGHT_SIGNATURE = ViewPart("thought_signature")
 #: a prompt the provider adds on its own for what the request asks (Anthropic citations): ``tokens``
 HIDDEN_PROMPT = ViewPart("hidden_prompt")
-#: the ``type`` of a tool the Responses API declared: it bills tools its own way (``responses_tools_*``)
-RESPONSES_FUNCTION = ViewPart("function")
+#: the ``type`` of a tool the Responses API declared: it bills tools its own way (``responses_tools_*``); and
+#: the key a ``/v1/responses`` view carries, tools or not (gpt-5.x bills its items more: ``responses_extra``)
+RESPONSES_FUNCTION, RESPONSES_VIEW = ViewPart("function"), "budget_hook_responses_view"
 
 
 def _profile_id(profile: TokenizerProfile) -> int:
@@ -126,8 +128,8 @@ class TokenCounter:
         if self.profile.digits_as_tokens:
             # o200k packs up to 3 digits in a token; a digit-by-digit tokenizer spends one per digit.
             tokens += sum(len(run) - -(-len(run) // 3) for run in _DIGIT_RUNS.findall(text))
-        if self.profile.run_aware:
-            tokens += run_aware_extra(text)
+        if self.profile.run_aware or self.profile.script_aware:
+            tokens += run_aware_extra(text, runs=self.profile.run_aware)
         return tokens
 
     def _scaled(self, raw: int) -> int:
@@ -145,10 +147,11 @@ class TokenCounter:
         functions = tool_functions(request)
         per_message = self.count_messages(messages, has_tools=bool(functions))
         tools = request.get("tools")
-        responses = isinstance(tools, list) and any(isinstance(t, Mapping) and type(t.get("type")) is ViewPart
-                                                     for t in tools)
+        responses = request.get(RESPONSES_VIEW) is True or (isinstance(tools, list) and any(
+            isinstance(t, Mapping) and type(t.get("type")) is ViewPart for t in tools))
         tools_tokens = self._count_functions(functions, responses=responses)
-        overhead = self.profile.reply_priming + self._choice_tokens(request) + self._response_format_tokens(request)
+        overhead = self.profile.reply_priming + self._choice_tokens(request) + self._response_format_tokens(request) + \
+            (responses_extra(self.profile, messages) if responses else 0)  # gpt-5.x bills Responses' items more
         if _thinking_enabled(request):
             overhead += self.profile.thinking_overhead
         if functions and any(_role(m) == "system" for m in messages):
@@ -228,12 +231,9 @@ class TokenCounter:
                 continue
             if isinstance(value, str):
                 others.append((name, len(value), hash(value)))
-            elif value is not None:
-                others.append((name, hash(canonical_json(value))))
             else:
-                others.append((name, None))
-        others.sort()
-        # One int per entry (about 180 bytes with the LRU's bookkeeping, against ~340 for the tuple).
+                others.append((name, None if value is None else hash(canonical_json(value))))
+        others.sort()  # one int per entry (about 180 bytes with the LRU's bookkeeping, against ~340 for the tuple)
         return hash((self._profile_id, pad_system, tuple(others), texts))
 
     def _count_message(self, message: Mapping[str, Any], *, index: int, pad_system: bool) -> int:
@@ -245,8 +245,8 @@ class TokenCounter:
         text = self.count_text(role)
         media = 0
         content = message.get("content")
-        if profile.tool_results_as_json and role in ("tool", "function") and isinstance(content, str):
-            content = json.dumps(content)  # the chat template writes a tool result through ``tojson``
+        if profile.tool_results_as_json and role in ("tool", "function") and isinstance(content, (str, list)):
+            content = json.dumps(content)  # the template writes a tool result through ``tojson`` (a list whole)
         if isinstance(content, str):
             # With tools present OpenAI appends a newline to the first system message (measured).
             text += self.count_text(content + "\n" if pad_system else content)
@@ -278,6 +278,7 @@ class TokenCounter:
                     text += self._count_call(function)
                 else:
                     text += self.count_text(canonical_json(call))
+        media += signature_tokens(message, profile.signature_chars_per_token) if profile.family == "gemini" else 0
         if role == "function":
             framing -= 2  # legacy function results carry less framing (measured against the API)
         refusal = message.get("refusal")
@@ -326,7 +327,8 @@ class TokenCounter:
         if type(kind) is ViewPart:
             if kind == THOUGHT_SIGNATURE:
                 # billed as input when replayed; base64, so counted per character, not as text
-                if part.get("streamed") is False and not self.profile.signatures_billed_unstreamed:
+                if (part.get("streamed") is False and not self.profile.signatures_billed_unstreamed) or \
+                        (part.get("earlier") and not self.profile.signatures_billed_earlier):
                     return 0, 0
                 return 0, math.ceil(len(str(part.get("signature", ""))) / self.profile.signature_chars_per_token)
             if kind == HIDDEN_PROMPT:
@@ -386,7 +388,7 @@ class TokenCounter:
     def _count_functions_uncached(self, functions: list[Mapping[str, Any]], *, responses: bool = False) -> int:
         profile = self.profile
         if profile.tools_rendering == "json":
-            raw = sum(self.count_text(canonical_json(f)) for f in functions)
+            raw = sum(self.count_text(tool_json(f, profile.tools_json)) for f in functions)
         else:
             raw = self.count_text(render_functions(functions)) + 9
             if profile.tokens_per_function:  # newer models' prompts carry more of the schema
@@ -426,7 +428,8 @@ class TokenCounter:
 
 @functools.lru_cache(maxsize=1024)
 def _counter_for(model: str, base_model: str | None) -> TokenCounter:
-    return TokenCounter(resolve_tokenizer(model, base_model=base_model), model=model)
+    from .templated import counter_for  # an operator-configured tokenizer and chat template first
+    return counter_for(model, base_model) or TokenCounter(resolve_tokenizer(model, base_model=base_model), model=model)
 
 
 _SPACE_RUN = re.compile(r" {2,}")
@@ -437,14 +440,14 @@ LETTERS_PER_TOKEN = 2
 EXTRA_TOKENS_PER_UTF8_BYTE = 0.55
 
 
-def run_aware_extra(text: str) -> int:
+def run_aware_extra(text: str, *, runs: bool = True) -> int:
     """Tokens other tokenizers can spend on ``text`` beyond o200k's count, as an upper bound: SentencePiece
     vocabularies spend one token per newline or tab and one per few spaces of a run, Tekken one per two
     letters of a one-letter run, byte-level vocabularies up to one per UTF-8 byte of scripts they lack."""
-    extra = text.count("\n") + text.count("\r") + text.count("\t")
-    if "  " in text:
+    extra = text.count("\n") + text.count("\r") + text.count("\t") if runs else 0
+    if "  " in text and runs:
         extra += sum(-(-len(run) // SPACES_PER_TOKEN) for run in _SPACE_RUN.findall(text))
-    extra += sum(-(-len(m.group(0)) // LETTERS_PER_TOKEN) for m in _LETTER_RUN.finditer(text))
+    extra += sum(-(-len(m.group(0)) // LETTERS_PER_TOKEN) for m in _LETTER_RUN.finditer(text)) if runs else 0
     if not text.isascii():
         extra += math.ceil((len(text.encode("utf-8", "surrogatepass")) - len(text)) * EXTRA_TOKENS_PER_UTF8_BYTE)
         # characters beyond the BMP (emoji): byte fallback spends all four bytes

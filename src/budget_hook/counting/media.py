@@ -1,4 +1,5 @@
-"""Audio and file parts: conservative estimates from what the request carries (documented in the README).
+"""Audio and file parts: conservative estimates from what the request carries (docs/counting.md, "Images,
+audio, files").
 
 Contract: ``audio_tokens(data)`` and ``file_tokens(file)`` never return less than their floor, never
 raise, and never decode more than the PDF they are given. ``file_text(file)`` is the text of a text file
@@ -57,8 +58,8 @@ _CACHED_SCANS = 128
 #: media types of files counted as their text
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/x-yaml", "application/javascript")
 
-#: Audio and file estimates (documented in the README; conservative on purpose). Providers bill audio and
-#: video per second (Gemini: 32 tokens per second of audio, 263 per second of video; OpenAI's audio models
+#: Audio and file estimates (docs/counting.md, "Images, audio, files"; conservative on purpose). Providers bill
+#: audio and video per second (Gemini: 32 tokens per second of audio, 263 per second of video; OpenAI's audio models
 #: fewer), and a request carries bytes: the estimate assumes the lowest bitrates in use (6 kbit/s speech
 #: codecs, 100 kbit/s video), so a second costs as few bytes as it can.
 AUDIO_BYTES_PER_SECOND = 750

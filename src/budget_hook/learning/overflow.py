@@ -37,7 +37,11 @@ import json
 import re
 import unicodedata
 from dataclasses import dataclass
+from itertools import repeat
+from typing import cast
 from urllib.parse import unquote_plus
+
+from ..counting.cache import CountCache
 
 MAX_CHARS = 4000
 
@@ -112,7 +116,12 @@ def parse_overflow(text: object) -> Overflow | None:
 
 #: a phrase each wording above needs, lower-case: a request carrying one anywhere may have it echoed back
 OVERFLOW_PHRASES = ("prompt is too long", "exceed context limit", "maximum context length", "input token count",
-                    "number of tokens allowed")
+                    "number of tokens allowed",
+                    # the other wordings LiteLLM classifies as a ContextWindowExceededError (its exception mapping's
+                    # ``is_error_str_context_window_exceeded``): an error echoing one is rewritten as an overflow
+                    "model's maximum context limit", "is longer than the model's context length",
+                    "input tokens exceed the configured limit", "exceeds the available context size",
+                    "maximum input length is")
 #: strings and keys inspected per request, at most: a request with more is treated as quoting (teaches nothing)
 MAX_INSPECTED = 1_000_000
 
@@ -142,7 +151,21 @@ def _forms(text: str) -> list[str]:
     return [form.lower() for form in forms]
 
 
+#: the shortest phrase: a plain ASCII text shorter than this holds none in any of its forms
+_SHORTEST = min(len(phrase) for phrase in OVERFLOW_PHRASES)
+_LONGEST = max(len(phrase) for phrase in OVERFLOW_PHRASES)
+#: long texts found free of overflow wording, by length and hash (as the count cache keys texts): a resent
+#: history is not searched again
+CLEAN_TEXTS = CountCache(16_384)
+
+
 def _quotes(text: str) -> bool:
+    if text.isascii() and not ("%" in text or "+" in text or "\\u" in text or text.startswith("data:")):
+        # the usual text: its only form is its lower-case (``_forms``), and it is no shorter than that
+        if len(text) < _SHORTEST:
+            return False
+        lowered = text.lower()
+        return any(phrase in lowered for phrase in OVERFLOW_PHRASES)
     return any(phrase in form for form in _forms(text) for phrase in OVERFLOW_PHRASES)
 
 
@@ -153,27 +176,147 @@ def quotes_overflow(value: object) -> bool:
     stack: list[tuple[object, object]] = [(value, None)]
     seen = 0
     texts: list[str] = []
+    plain = True  # every text in ``texts`` is plain (``_plain``)
+    # long strings already searched, and whether each is plain; objects already walked, with the texts they
+    # added (LiteLLM's copy of the body, ``proxy_server_request``, holds the same objects: walked once). A
+    # dict's texts do not depend on where it is (its values are under its own keys), a list's do: only dicts
+    clean: dict[int, bool] = {}
+    walked: dict[int, tuple[list[str], int, bool]] = {}
+    short: list[str] = []  # texts and keys under ``_MEMO_CHARS`` that may hold a phrase: searched together
+    push, pop = stack.append, stack.pop
     while stack:
-        item, key = stack.pop()
+        item, key = pop()
+        kind = type(item)
+        if kind is _Walked:
+            assert isinstance(item, _Walked)
+            walked[item.of] = (texts[item.texts:], seen - item.seen, plain)
+            continue
         seen += 1
         if seen > MAX_INSPECTED:
             return True
-        if isinstance(item, bytes):
-            item = item.decode("utf-8", "replace")
-        if isinstance(item, str):
-            if _quotes(item):
-                return True
+        if kind is bytes:
+            item = cast(bytes, item).decode("utf-8", "replace")
+            kind = str
+        if kind is str or (kind is not dict and isinstance(item, str)):
+            assert isinstance(item, str)
+            if len(item) < _MEMO_CHARS:
+                # a short ASCII text holds no phrase (``_quotes``); one NFKC may lengthen is searched
+                if len(item) >= _SHORTEST or not item.isascii():
+                    short.append(item)
+                if key in _TEXT_KEYS:
+                    texts.append(item)
+                    plain = plain and _plain(item)
+                continue
+            known_plain = clean.get(id(item))
+            if known_plain is None:
+                known = (len(item), hash(item))  # a resent history's texts were searched before
+                cached = CLEAN_TEXTS.get(known)
+                if cached is None:
+                    if _quotes(item):
+                        return True
+                    cached = _PLAIN if _plain(item) else _NOT_PLAIN
+                    CLEAN_TEXTS.put(known, cached)
+                known_plain = clean[id(item)] = cached == _PLAIN
             if key in _TEXT_KEYS:
                 texts.append(item)
-        elif isinstance(item, dict):
-            for name, inner in reversed(list(item.items())):
-                stack.append((inner, name))
-                stack.append((name, None))
-        elif isinstance(item, (list, tuple)):
-            stack.extend((inner, key) for inner in reversed(item))
+                plain = plain and known_plain
+        elif kind is dict or isinstance(item, dict):
+            assert isinstance(item, dict)
+            done = walked.get(id(item))
+            if done is not None:  # the same object again: what it holds was searched, its texts are known
+                texts.extend(done[0])
+                plain = plain and done[2]
+                seen += done[1] - 1
+                if seen > MAX_INSPECTED:
+                    return True
+                continue
+            push((_Walked(id(item), len(texts), seen - 1), None))
+            # each key is an item too; a string key is searched here rather than stacked (the usual key is
+            # short: nothing to search)
+            seen += len(item)
+            if seen > MAX_INSPECTED:
+                return True
+            for name in item:
+                if type(name) is str or isinstance(name, str):
+                    if len(name) >= _SHORTEST or not name.isascii():
+                        short.append(name)
+                else:
+                    seen -= 1  # counted when taken from the stack
+                    push((name, None))
+            stack.extend(zip(reversed(item.values()), reversed(item), strict=True))
+        elif kind is list or kind is tuple or isinstance(item, (list, tuple)):
+            stack.extend(zip(reversed(item), repeat(key)))  # type: ignore[call-overload]
+        elif isinstance(item, bytes):
+            push((item.decode("utf-8", "replace"), key))
+            seen -= 1  # counted when taken from the stack
+    if short and _any_quotes(short):
+        return True
     # the texts in order, with nothing and with a space between: a phrase split across parts LiteLLM joins
-    return len(texts) > 1 and any(_quotes(joined) for joined in ("".join(texts), " ".join(texts), "\n".join(texts)))
+    return len(texts) > 1 and _joined_quotes(texts, plain)
 
 
+def _any_quotes(texts: list[str]) -> bool:
+    """``any(_quotes(t) for t in texts)``, in one search when every text is plain and none starts with
+    ``data:``: then each one's only form is its lower-case, and a NUL between them (no phrase holds one)
+    keeps a phrase from spanning two."""
+    joined = "\x00".join(texts)
+    if joined.isascii() and not ("%" in joined or "+" in joined or "\\u" in joined or joined.startswith("data:")
+                                 or "\x00data:" in joined):
+        lowered = joined.lower()
+        return any(phrase in lowered for phrase in OVERFLOW_PHRASES)
+    return any(_quotes(text) for text in texts)
+
+
+def _plain(text: str) -> bool:
+    """ASCII, and nothing ``_forms`` decodes (no escapes, no ``+``), nor a NUL: its one form is its lower-case."""
+    return text.isascii() and not ("%" in text or "+" in text or "\\u" in text or "\x00" in text)
+
+
+#: what ``CLEAN_TEXTS`` holds of a text: free of overflow wording, and plain or not
+_PLAIN, _NOT_PLAIN = 1, 2
+
+
+def _joined_quotes(texts: list[str], plain: bool) -> bool:
+    """``_quotes`` of the texts joined (with nothing, a space, a line break), each text known not to quote;
+    ``plain``: every text is (``_plain``).
+
+    When the joined text is plain too, its one form is its lower-case, and a phrase in it that no single text
+    holds crosses a boundary: it lies within the last ``_LONGEST`` characters of one text, any texts shorter
+    than a phrase, and the first characters of the next. So only those ends are searched (each long text's
+    middle replaced by a NUL, which no phrase holds): the same answer without joining and lower-casing the
+    whole history three times. (An escape across a boundary, ``\\`` then ``u``, shows in the ends too.)"""
+    if plain:
+        reach = _LONGEST - 1
+        ends = [text if len(text) <= 2 * reach else f"{text[:reach]}\x00{text[-reach:]}" for text in texts]
+        whole = "".join(ends)
+        if "\\u" not in whole and not any(joined.startswith("data:") for joined in _heads(texts)):
+            return any(_quotes(joined) for joined in (whole, " ".join(ends), "\n".join(ends)))
+    return any(_quotes(joined) for joined in ("".join(texts), " ".join(texts), "\n".join(texts)))
+
+
+def _heads(texts: list[str]) -> tuple[str, ...]:
+    """The first characters of the three joins (enough to see a ``data:`` prefix)."""
+    heads = []
+    for separator in ("", " ", "\n"):
+        head = ""
+        for index, text in enumerate(texts):
+            head += (separator if index else "") + text[:8]
+            if len(head) >= 8:
+                break
+        heads.append(head)
+    return tuple(heads)
+
+
+class _Walked:
+    """A mark on ``quotes_overflow``'s stack: the dict ``of`` (its id) is walked once this is taken."""
+
+    __slots__ = ("of", "seen", "texts")
+
+    def __init__(self, of: int, texts: int, seen: int) -> None:
+        self.of, self.texts, self.seen = of, texts, seen
+
+
+#: strings at least this long are searched once per call, however often the request holds them
+_MEMO_CHARS = 256
 #: keys whose string values LiteLLM or a provider may join into one text
 _TEXT_KEYS = frozenset({"text", "content", "input", "prompt", "thinking", "parts", "system", "instructions"})

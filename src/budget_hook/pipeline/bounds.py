@@ -28,16 +28,25 @@ MAX_DEPTH = 100
 
 
 def _depth_over(value: Any, limit: int) -> bool:
+    # ``type(x) is dict`` first: parsed JSON holds only dicts and lists, and the ABC check is the slow one
     stack: list[tuple[Any, int]] = [(value, 1)]
+    push = stack.append
     while stack:
         node, depth = stack.pop()
         if depth > limit:
             return True
-        if isinstance(node, Mapping):
-            stack.extend((child, depth + 1) for child in node.values() if isinstance(child, (Mapping, list)))
-        elif isinstance(node, list):
-            stack.extend((child, depth + 1) for child in node if isinstance(child, (Mapping, list)))
+        kind = type(node)
+        children = node.values() if kind is dict or (kind is not list and isinstance(node, Mapping)) else node
+        depth += 1
+        for child in children:
+            kind = type(child)
+            if kind is dict or kind is list or (kind not in _LEAVES and isinstance(child, (Mapping, list))):
+                push((child, depth))
     return False
+
+
+#: what holds nothing to walk (the depth walk's fast path)
+_LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
 def _deepest_path(value: Any, name: str, limit: int) -> str:

@@ -74,6 +74,8 @@ class DecisionRecord:
     dropped_content: tuple[Mapping[str, Any], ...] | None = None
     #: attempts the router sent to another deployment than the first decision assumed, each decided again
     attempts: tuple[Mapping[str, Any], ...] = ()
+    #: router attempts decided again because the first decision did not cover them (0: none was)
+    decided_again: int = 0
     #: the operator asked for content in logs (``log_dropped_content``): provider error texts are kept too
     log_content: bool = False
     #: our uncorrected estimate of what was forwarded, and whether its usage can teach a correction (no
@@ -89,6 +91,9 @@ class DecisionRecord:
     fail_mode: str | None = None
     #: the metrics label of the group (the adapter's: only names from the operator's configuration)
     metrics_group: str | None = None
+    #: a Responses request continuing a stored response (``previous_response_id``): the chain the provider holds
+    #: as this gateway saw it (``held`` tokens, counted in ``tokens_before``), or ``{"state": "unknown"}``
+    chain: Mapping[str, Any] | None = None
 
     @classmethod
     def build(cls, decision: Decision, request: BudgetRequest | None = None, *,
@@ -218,11 +223,15 @@ class DecisionRecord:
             record["inputs"] = dict(self.inputs)
         if self.block is not None:
             record["block"] = dict(self.block)
+        if self.chain is not None:
+            record["chain"] = dict(self.chain)
         if self.warnings:
             record["warnings"] = list(self.warnings)
         moved = [dict(a) for a in self.attempts if self.moved(a)]
         if moved:
             record["attempts"] = moved
+        if self.decided_again:
+            record["decided_again"] = self.decided_again
         record.update(team_id=self.team_id, team_alias=self.team_alias, key_alias=self.key_alias)
         if content and self.dropped_content is not None:
             record["dropped_content"] = [dict(c) for c in self.dropped_content]

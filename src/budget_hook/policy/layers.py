@@ -113,6 +113,8 @@ class ResolvedPolicy:
     def with_client_cap(self, cap: int | None, ignored: tuple[str, ...] = ()) -> ResolvedPolicy:
         """Apply the client's requested cap: it may lower the operator's cap, never raise it."""
         if cap is None:
+            if not ignored:
+                return self  # nothing to apply or report (the usual request): the same frozen policy
             return replace(self, ignored_client_settings=self.ignored_client_settings + tuple(ignored))
         current = self.policy.budget.max_input_tokens
         applied = current is None or cap < current
@@ -146,6 +148,10 @@ _TIGHTENING: dict[str, Any] = {
 TIGHTENING_SETTINGS = tuple(_TIGHTENING)
 
 
+#: resolved policies a ``PolicyLayers`` keeps (one per group, team and key combination seen)
+RESOLVED_KEPT = 4096
+
+
 def _stricter(name: str, current: Any, proposed: Any) -> bool:
     return name in _TIGHTENING and bool(_TIGHTENING[name](current, proposed))
 
@@ -158,6 +164,10 @@ class PolicyLayers:
     models: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     teams: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     keys: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: ``resolve``'s answers, per (group, routed groups, team, key): the layers never change once built, and
+    #: building a policy validates every knob. At most ``RESOLVED_KEPT`` (then started afresh)
+    _resolved: dict[tuple[Any, ...], ResolvedPolicy] = field(default_factory=dict, init=False, repr=False,
+                                                               compare=False)
 
     def validate(self) -> None:
         """Build every policy the config can produce, so that errors surface at start-up, not per request.
@@ -208,6 +218,18 @@ class PolicyLayers:
         key_hash: str | None = None,
     ) -> ResolvedPolicy:
         """The operator's policy for a request, from the config alone (no metadata, no client input)."""
+        key = (model_group, tuple(routed_groups), team_id, team_alias, key_alias, key_hash)
+        found = self._resolved.get(key)
+        if found is None:
+            found = self._resolve(model_group=model_group, routed_groups=routed_groups, team_id=team_id,
+                                  team_alias=team_alias, key_alias=key_alias, key_hash=key_hash)
+            if len(self._resolved) >= RESOLVED_KEPT:
+                self._resolved.clear()
+            self._resolved[key] = found
+        return found
+
+    def _resolve(self, *, model_group: str, routed_groups: Sequence[str], team_id: str | None,
+                 team_alias: str | None, key_alias: str | None, key_hash: str | None) -> ResolvedPolicy:
         values: dict[str, Any] = dict(self.base)
         sources = ["config"]
         # the groups the request is routed to decide, whatever name it used (an alias must not escape its

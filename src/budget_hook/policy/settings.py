@@ -23,6 +23,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, StrictBool, Validat
 from pydantic import Field as PydanticField
 
 from ..budget import BudgetPolicy
+from ..counting.templated import TokenizerSpec
+from ..counting.templated import load as load_tokenizer
 from ..errors import PolicyError
 from ..knobs import check_bounds, knob, knob_bounds, knob_fields
 from ..learning import LearningSettings
@@ -126,6 +128,8 @@ class PluginSettings:
                                                       "them unchecked")
     #: what is learned from providers' answers (corrections, windows), and whether it is shared via Redis
     learning: LearningSettings = field(default_factory=LearningSettings)
+    #: deployments counted with their own tokenizer and chat template (``tokenizers:``, counting/templated.py)
+    tokenizers: tuple[TokenizerSpec, ...] = ()
 
     def __post_init__(self) -> None:
         check_bounds(self)
@@ -134,12 +138,26 @@ class PluginSettings:
     def base_fail_mode(self) -> str:
         """The config's top-level fail mode: what the plugin's own failures do before (or without) a
         request's policy being resolved."""
-        return str(self.layers.base.get("fail_mode", Policy().fail_mode))
+        return str(self.layers.base.get("fail_mode", _DEFAULT_FAIL_MODE))
 
+
+#: the fail mode of a config that names none
+_DEFAULT_FAIL_MODE = Policy().fail_mode
 
 #: the process settings, in declaration order
 PROCESS_KNOBS: tuple[Field, ...] = knob_fields(PluginSettings)
 PROCESS_SETTINGS = tuple(knob.name for knob in PROCESS_KNOBS)
+
+
+class TokenizerFields(BaseModel):
+    """``tokenizers.<deployment model>:``: the model's own tokenizer and chat template (exact counts offline)."""
+
+    model_config = ConfigDict(extra="forbid")
+    tokenizer: str = PydanticField(description="a tokenizer.json, a folder holding one, or a Hugging Face model "
+                                               "name in the local cache")
+    chat_template: str | None = PydanticField(
+        default=None, description="tokenizer_config.json (its chat_template) or a .jinja file; default: the one "
+                                  "beside the tokenizer")
 
 
 class _SettingsBase(PolicyFields):
@@ -147,6 +165,7 @@ class _SettingsBase(PolicyFields):
     models: dict[str, PolicyFields] = PydanticField(default_factory=dict)
     teams: dict[str, PolicyFields] = PydanticField(default_factory=dict)
     keys: dict[str, PolicyFields] = PydanticField(default_factory=dict)
+    tokenizers: dict[str, TokenizerFields] = PydanticField(default_factory=dict)
 
 
 #: the whole block: the policy knobs (as a config layer), the process knobs, learning and the overrides
@@ -157,7 +176,7 @@ PluginSettingsModel: type[BaseModel] = create_model(  # type: ignore[call-overlo
 
 
 POLICY_FIELD_NAMES = tuple(PolicyFields.model_fields)
-_ALL_NAMES = POLICY_FIELD_NAMES + PROCESS_SETTINGS + ("learning", "models", "teams", "keys")
+_ALL_NAMES = POLICY_FIELD_NAMES + PROCESS_SETTINGS + ("learning", "models", "teams", "keys", "tokenizers")
 
 
 def _explain(exc: ValidationError, root: str) -> str:
@@ -166,6 +185,13 @@ def _explain(exc: ValidationError, root: str) -> str:
         path = ".".join([root, *(str(part) for part in error["loc"])])
         if error["type"] == "extra_forbidden":
             name = str(error["loc"][-1])
+            if name in ("models", "teams", "keys"):  # a known name in the wrong place: say so, no "did you mean"
+                problems.append(f"{path}: overrides do not nest: {name} is a section of {SETTINGS_PATH} only")
+                continue
+            if name in _ALL_NAMES:  # a process setting (or learning) below models/teams/keys or in metadata
+                problems.append(f"{path}: {name} is a per-process setting, not one per model, team or key: set "
+                                f"it once at {SETTINGS_PATH}.{name}")
+                continue
             close = difflib.get_close_matches(name, _ALL_NAMES, n=1)
             hint = f"; did you mean {close[0]}?" if close else f"; known settings: {', '.join(POLICY_FIELD_NAMES)}"
             problems.append(f"{path}: unknown setting{hint}")
@@ -202,7 +228,14 @@ def load_settings(raw: Mapping[str, Any] | None, *, root: str = SETTINGS_PATH) -
         learning = model.learning.build()
     except ValueError as exc:
         raise PolicyError(f"invalid budget_hook settings: {root}.{exc}") from None
-    return PluginSettings(layers=layers, learning=learning, **{name: getattr(model, name) for name in PROCESS_SETTINGS})
+    tokenizers = tuple(TokenizerSpec(name, t.tokenizer, t.chat_template) for name, t in model.tokenizers.items())
+    for spec in tokenizers:  # a missing file or a bad template refuses the start
+        try:
+            load_tokenizer(spec, where=f"{root}.tokenizers.{spec.model}")
+        except PolicyError as exc:
+            raise PolicyError(f"invalid budget_hook settings: {exc}") from None
+    return PluginSettings(layers=layers, learning=learning, tokenizers=tokenizers,
+                          **{name: getattr(model, name) for name in PROCESS_SETTINGS})
 
 
 def load_metadata_layer(raw: Any, *, where: str) -> dict[str, Any]:

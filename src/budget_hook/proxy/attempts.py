@@ -26,6 +26,7 @@ from typing import Any
 from ..budget import ModelLimits
 from ..pipeline import Decision, decide
 from ..shapes import SHAPES
+from .chains import Chain, chained
 from .errors import block_error, internal_error
 from .labels import labelled
 from .outcomes import log_internal
@@ -44,6 +45,8 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
     shape = SHAPES.for_call_type(call_type)
     call_id = kwargs.get("litellm_call_id")
     decided = plugin.records.decided(call_id)
+    if decided is None and plugin.records.adopt(call_id, kwargs):  # an outer call's inner completion
+        decided = plugin.records.decided(call_id)
     if shape is None or decided is None:  # a router pass-through, a route that skips the pre-call hook
         return await undecided_attempt(plugin, kwargs, call_type, error_type)
     try:
@@ -51,7 +54,7 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
         if attempt is None:
             return None
         group, limits = attempt
-        same_content = all(kwargs.get(f) is decided.content.get(f) for f in shape.content_fields)
+        same_content = all(unchanged(kwargs.get(f), decided.content.get(f)) for f in shape.content_fields)
         if same_content and covers(limits, decided.limits):
             return None  # nothing differs: the first decision holds for this deployment
         # in the attempt's own format: LiteLLM may have translated the body on the way (a /v1/messages call to
@@ -59,6 +62,8 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
         request = labelled(router(), replace(decided.request, shape=shape, body=kwargs, model_group=group,
                                              limits=limits))
         decision = await plugin.offloader.run(lambda: decide(request, plugin.settings), kwargs)
+        # the Responses chain the provider holds, counted against this attempt's own window too
+        decision = chained(decision, Chain(decided.chain) if decided.chain is not None else None, kwargs)
     except Exception as exc:  # the plugin's own failure, per the fail mode of the first decision
         log_internal(exc, kwargs, decided.fail_mode, decided.request, router())
         if decided.fail_mode == "closed":
@@ -68,6 +73,20 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
     if decision.action == "blocked":
         raise overflow_error(block_error(decision, shape).message, str(kwargs.get("model")))
     return None if decision.request is kwargs else dict(decision.request)
+
+
+def unchanged(sent: Any, decided: Any) -> bool:
+    """The attempt carries what the first decision counted for this field: the same object, or (the router
+    rebuilds ``tools`` as a new list of the same items on every attempt: ``Router._merge_tools_from_deployment``)
+    a list of the very same items, in the same order. A deployment's own ``litellm_params.tools`` merged in
+    makes the list longer, a translated body holds new objects: either is decided again. Identity, never
+    equality: the items are the ones decided on, so the count cannot differ, and the check costs one pass of
+    pointer comparisons."""
+    if sent is decided:
+        return True
+    if type(sent) is not list or type(decided) is not list or len(sent) != len(decided):
+        return False
+    return all(a is b for a, b in zip(sent, decided, strict=True))
 
 
 def attempt_limits(plugin: Any, kwargs: Mapping[str, Any]) -> tuple[str, ModelLimits] | None:
@@ -94,4 +113,5 @@ def note_attempt(records: Any, call_id: Any, group: str, decision: Decision) -> 
         return
     attempt = {"model_group": group, "window": decision.limits.window, "action": decision.action,
                "tokens_before": decision.tokens_before, "tokens_after": decision.tokens_after}
-    records.update(call_id, dataclasses.replace(record, attempts=(*record.attempts, attempt)[-ATTEMPTS_KEPT:]))
+    records.update(call_id, dataclasses.replace(record, attempts=(*record.attempts, attempt)[-ATTEMPTS_KEPT:],
+                                                decided_again=record.decided_again + 1))

@@ -9,8 +9,6 @@ failure. The adapter raises them as the HTTP exception LiteLLM answers with.
 
 from __future__ import annotations
 
-import json
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,29 +61,8 @@ def unread_route_error(call_type: str) -> ErrorSpec:
     )
 
 
-def responses_failed_events(call_id: Any, code: str, message: str, model: str = "") -> str:
-    """The Responses API's streamed failure, as SSE text: ``response.created`` then ``response.failed``
-    whose ``response.error.code`` is the block's code (``context_length_exceeded``). Codex compacts on it,
-    where a plain HTTP 400 fails its turn with the raw JSON. Both events carry every field of the Responses
-    API's ``Response`` object, ``model`` (the request's model group) included: the Vercel AI SDK validates
-    ``response.created`` against that schema and, finding no ``model``, errors the stream before it reads
-    ``response.failed``."""
-    response = {"id": f"resp_budget_hook_{call_id or 'blocked'}", "object": "response", "created_at": int(time.time()),
-                "status": "in_progress", "background": False, "error": None, "incomplete_details": None,
-                "instructions": None, "max_output_tokens": None, "max_tool_calls": None, "model": model or "",
-                "output": [], "parallel_tool_calls": True, "previous_response_id": None, "prompt_cache_key": None,
-                "reasoning": {"effort": None, "summary": None}, "safety_identifier": None, "service_tier": "auto",
-                "store": False, "temperature": None, "text": {"format": {"type": "text"}}, "tool_choice": "auto",
-                "tools": [], "top_logprobs": 0, "top_p": None, "truncation": "disabled", "usage": None,
-                "user": None, "metadata": {}}
-    failed = {**response, "status": "failed", "error": {"code": code, "message": message}}
-    events = [("response.created", {"type": "response.created", "sequence_number": 0, "response": response}),
-              ("response.failed", {"type": "response.failed", "sequence_number": 1, "response": failed})]
-    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
-
-
 def block_model_group(detail: Mapping[str, Any]) -> str:
-    """The model group a block names (its facts), for ``responses_failed_events``' ``model``."""
+    """The model group a block names (its facts), for a shape's ``streamed_error`` (its ``model``)."""
     facts = detail.get("budget_hook") if isinstance(detail, Mapping) else None
     group = facts.get("model_group") if isinstance(facts, Mapping) else None
     return group if isinstance(group, str) else ""

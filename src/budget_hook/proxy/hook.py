@@ -2,7 +2,8 @@
 
 This is the only module of budget_hook that imports litellm or fastapi, and a thin one: what it uses lives
 beside it, testable without LiteLLM (``records``: the one per-call store; ``attempts``: the per-attempt
-re-check; ``outcomes``: log lines, learning, metrics; ``answers``: each shape's error format; ``client_input``,
+re-check; ``outcomes``: log lines, learning, metrics, a provider's overflow noted; ``answers``: each shape's
+error format, and a provider's overflow answered as a block; ``chains``: Responses chains; ``client_input``,
 ``windows``, ``offload``, ``errors``, ``app_hooks``, ``route_guard``). Per request:
 
 1. find the request's shape by LiteLLM's call type (``budget_hook.shapes``); others pass untouched;
@@ -37,6 +38,7 @@ from litellm.integrations.custom_logger import CustomLogger
 from litellm.proxy._types import ProxyException
 
 from ..budget import ModelLimits
+from ..counting import templated
 from ..counting.cache import COUNT_CACHE
 from ..errors import PolicyError
 from ..learning import Calibration, quotes_overflow, teacher_of
@@ -48,6 +50,7 @@ from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, Shape
 from .answers import error_object, streamed_answer
 from .app_hooks import expose, wrap_error_handler, wrap_routes
 from .attempts import recheck
+from .chains import ChainStore, annotated, chained
 from .client_input import SETTINGS_NAME, caller_of, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, unread_route_error
 from .labels import labelled
@@ -56,7 +59,7 @@ from .metrics import Metrics, register_with_prometheus
 from .model_info import ROUTES as MODEL_INFO_ROUTES
 from .model_info import advertise, groups_in, is_proxy_admin
 from .offload import Offloader
-from .outcomes import log_internal, log_outcome
+from .outcomes import log_internal, log_outcome, note_overflow
 from .provider_count import ProviderCounter, decide_with_provider_count
 from .records import Decided, RecordStore, attach_record
 from .route_guard import install_path_context, pass_through_group, refused_call
@@ -137,6 +140,23 @@ def _overflow_error(message: str, model: str) -> Exception:
     return error
 
 
+def _forwarded_response_id(response_id: str, decrypted: bool) -> str:
+    """A Responses id as LiteLLM forwards it to the provider, by LiteLLM's own steps: its Responses-id security
+    hook's decryption (``decrypted``: a top-level ``/v1/responses`` id), then its decoding of its base64 wrapping
+    (``decode_previous_response_id_to_original_previous_response_id``). Raises when LiteLLM cannot read it."""
+    from litellm.proxy.hooks.responses_id_security import ResponsesIDSecurity
+    from litellm.responses.utils import ResponsesAPIRequestUtils
+
+    if decrypted:
+        security = ResponsesIDSecurity(general_settings_reader=dict, signing_key_reader=lambda: None)
+        if security._is_encrypted_response_id(response_id):
+            response_id = security._decrypt_response_id(response_id)[0]
+    decoded = ResponsesAPIRequestUtils.decode_previous_response_id_to_original_previous_response_id(response_id)
+    if not isinstance(decoded, str):
+        raise TypeError("not a response id")
+    return decoded
+
+
 def _router() -> Any:
     try:
         from litellm.proxy import proxy_server  # the router exists only once the proxy has started
@@ -175,6 +195,8 @@ class BudgetHookPlugin(CustomLogger):
         self.deployment_windows: WindowCache[ModelLimits | None] = WindowCache(_router_deployment_limits)
         self.offloader = Offloader(threads=settings.counting_threads, offload_chars=settings.offload_chars)
         self.learning = SharedLearning(settings.learning, redis=lambda: litellm_redis(_router(), litellm))
+        self.chains = ChainStore(run=self.learning._run if settings.learning.share == "auto" else None,
+                                 resolve=_forwarded_response_id)
         self.metrics = Metrics()
         register_with_prometheus(self.metrics)  # LiteLLM's /metrics, when prometheus_client is installed
         self.provider_counter = ProviderCounter()
@@ -184,6 +206,7 @@ class BudgetHookPlugin(CustomLogger):
             with contextlib.suppress(Exception):
                 _add_routes(server.app, self)
         COUNT_CACHE.configure(settings.count_cache_entries)
+        templated.configure(settings.tokenizers)  # deployments counted with their own tokenizer and template
         if settings.log_to_stderr:
             install_stderr_handler(logger)
         elif logger.level == logging.NOTSET:
@@ -227,6 +250,7 @@ class BudgetHookPlugin(CustomLogger):
         try:
             caller = caller_of(user_api_key_dict)
             limits, calibration = await self._learned(self.model_limits(group), caller)
+            chain = await self.chains.lookup(shape, data)  # what the provider holds for previous_response_id
             request = labelled(_router(), BudgetRequest(shape=shape, body=data, model_group=group, limits=limits,
                                caller=caller, client=read_client_input(data, key), calibration=calibration))
             budget_request = request
@@ -239,7 +263,8 @@ class BudgetHookPlugin(CustomLogger):
                 decision = await self._with_provider_count(request, decision)
             if decision.action == "skipped":
                 return None
-            record = DecisionRecord.build(decision, request, quotes_overflow=quoted)
+            new_input, decision = decision.tokens_before, chained(decision, chain, data)
+            record = annotated(DecisionRecord.build(decision, request, quotes_overflow=quoted), chain, new_input, data)
         except Exception as exc:  # the plugin's own failure: never blame the client for it
             if isinstance(exc, InternalFailure):
                 fail_mode = exc.fail_mode
@@ -261,7 +286,8 @@ class BudgetHookPlugin(CustomLogger):
         content = {f: forwarded.get(f) for f in shape.content_fields}
         self.records.remember(data.get("litellm_call_id"), record,
                               Decided(marker, replace(request, body={}), decision.limits,
-                                      decision.resolved.policy.fail_mode, content))
+                                      decision.resolved.policy.fail_mode, content, call_type=str(call_type),
+                                      chain=chain.held if chain is not None else None))
         return forwarded
 
     async def _advertise(self, path: str, payload: Any, endpoint_args: Mapping[str, Any]) -> Any:
@@ -299,6 +325,12 @@ class BudgetHookPlugin(CustomLogger):
             return streamed_block(exc) if exc.streamed is not None else None
         if not isinstance(getattr(exc, "headers", None), dict):
             return None
+        overflow = self.records.overflow(exc.headers.get("x-litellm-call-id"))  # the provider's, rewritten
+        if overflow is not None:
+            found = self.records.find(exc.headers.get("x-litellm-call-id"))
+            answer = BudgetHookHTTPError(overflow.spec, headers={**exc.headers, **(found.headers() if found else {})},
+                                         shape=overflow.shape, streamed=overflow.streamed)
+            return streamed_block(answer) if answer.streamed is not None else answer
         record = self.records.find(exc.headers.get("x-litellm-call-id"))
         if record is None or record.block is None or record.action != "blocked":
             return None
@@ -336,6 +368,11 @@ class BudgetHookPlugin(CustomLogger):
         return  # fail open: forward untouched
 
     # --- responses: headers and one log record per request -----------------------------------------
+
+    async def async_post_call_failure_hook(self, request_data: dict, original_exception: Exception,
+                                           user_api_key_dict: Any, traceback_str: Any = None) -> None:
+        """A provider's overflow on a forwarded call is answered as a block is (``outcomes.note_overflow``)."""
+        note_overflow(self.records, request_data, original_exception, ours=BudgetHookHTTPError)
 
     async def async_post_call_response_headers_hook(self, data: dict, user_api_key_dict: Any, response: Any,
                                                     request_headers: Any = None, litellm_call_info: Any = None

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import Any, TypeVar
 
+from ..counting.templated import cost_weight
 from ..shapes import CONTENT_FIELDS
 
 T = TypeVar("T")
@@ -61,11 +62,14 @@ def approximate_size(data: Mapping[str, Any], limit: int, fields: tuple[str, ...
     while stack:
         value = stack.pop()
         total += ITEM_WEIGHT
-        if type(value) in _SCALARS:
-            total += value is not None and not isinstance(value, float)  # a token id counts 1
+        kind = type(value)
+        if kind is str:
+            total += len(value) * BINARY_WEIGHT if value.startswith("data:") else text_size(value, limit - total)
+        elif kind in _SCALARS:
+            total += value is not None and kind is not float  # a token id counts 1
         elif isinstance(value, str):
             total += len(value) * BINARY_WEIGHT if value.startswith("data:") else text_size(value, limit - total)
-        elif isinstance(value, dict | Mapping):
+        elif kind is dict or isinstance(value, Mapping):
             items = value.items() if len(value) * ITEM_WEIGHT <= limit - total else \
                 islice(value.items(), (limit - total) // ITEM_WEIGHT + 1)
             for key, item in items:
@@ -75,7 +79,7 @@ def approximate_size(data: Mapping[str, Any], limit: int, fields: tuple[str, ...
                     total += ITEM_WEIGHT + len(item) * BINARY_WEIGHT
                 else:
                     stack.append(item)
-        elif isinstance(value, list | tuple):
+        elif kind is list or isinstance(value, list | tuple):
             stack.extend(value if len(value) * ITEM_WEIGHT <= limit - total else
                          value[: (limit - total) // ITEM_WEIGHT + 1])
         elif isinstance(value, int):
@@ -98,16 +102,21 @@ def other_size(data: Mapping[str, Any], limit: int, fields: tuple[str, ...] = CO
     while stack:
         value = stack.pop()
         total += OTHER_ITEM_WEIGHT
-        if type(value) in _SCALARS:
+        kind = type(value)
+        if kind in _SCALARS:
             pass
-        elif isinstance(value, str):
+        elif kind is str or isinstance(value, str):
             total += len(value) // OTHER_CHARS_PER_CHAR
-        elif isinstance(value, dict | Mapping):
+        elif kind is dict or isinstance(value, Mapping):
             room = (limit - total) // OTHER_ITEM_WEIGHT + 1
             keys = list(islice(value, room)) if len(value) > room else value
-            total += sum(len(key) for key in keys if isinstance(key, str)) // OTHER_CHARS_PER_CHAR
+            try:
+                chars = len("".join(keys))  # the usual keys: all strings
+            except TypeError:
+                chars = sum(len(key) for key in keys if isinstance(key, str))
+            total += chars // OTHER_CHARS_PER_CHAR
             stack.extend(islice(value.values(), room))
-        elif isinstance(value, list | tuple):
+        elif kind is list or isinstance(value, list | tuple):
             stack.extend(value[: (limit - total) // OTHER_ITEM_WEIGHT + 1])
         if total >= limit:
             return total
@@ -157,8 +166,9 @@ class Offloader:
         """Whether a request is decided on the event loop (small enough) rather than in the pool."""
         if self.offload_chars <= 0:
             return True
-        size = approximate_size(data, self.offload_chars)
-        return size < self.offload_chars and size + other_size(data, self.offload_chars - size) < self.offload_chars
+        limit = self.offload_chars // cost_weight()  # a configured chat template costs more per message to count
+        size = approximate_size(data, limit)
+        return size < limit and size + other_size(data, limit - size) < limit
 
     async def run(self, work: Callable[[], T], data: Mapping[str, Any]) -> T:
         if self.inline(data):

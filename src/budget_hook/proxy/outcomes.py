@@ -5,7 +5,12 @@
   estimate, and what the answer taught (``feedback``: a success's usage, an overflow error's window);
 * ``log_internal``: the plugin's own failure, as one ``budget_hook.internal_error`` line (CRITICAL) and the
   failure record it leaves;
-* ``purge_later``: a failed call leaves after ``failed_seconds`` even when no other request comes.
+* ``purge_later``: a failed call leaves after ``failed_seconds`` even when no other request comes;
+* ``note_overflow``: from the failure hook: a forwarded call the provider refused as too long gets the
+  answer a block would have (``answers.overflow_answer``), kept with the call for the error handler, and the
+  exception's message rewritten for routes that render it themselves (``/v1/messages``). For a request that
+  itself contains overflow wording (``DecisionRecord.quotes_overflow``: providers quote client keys and values
+  in their 400s) the answer carries no numbers from the provider's text, and nothing is learned from it.
 
 The plugin is duck-typed (``records``, ``metrics``, ``learning``); ``ours`` is the adapter's own error type
 (its refusals teach nothing) and ``router`` LiteLLM's router (or None).
@@ -21,13 +26,17 @@ import traceback
 from collections.abc import Mapping
 from typing import Any
 
+from ..learning import Overflow
 from ..pipeline import BudgetRequest, DecisionRecord, InternalFailure
+from .answers import ProviderOverflow, overflow_answer, provider_overflow
 from .feedback import deployment_id, learn_from_error, learn_from_usage, provider_prompt_tokens
 from .labels import group_labels
 from .loglines import bounded_line, describe_error
 from .windows import configured_window
 
 logger = logging.getLogger("budget_hook")
+#: a response id longer than this is not written into the record (LiteLLM's managed Responses ids: ~400)
+MAX_RESPONSE_ID_CHARS = 1024
 
 
 def log_internal(exc: Exception, data: Mapping[str, Any], fail_mode: str, request: BudgetRequest | None,
@@ -49,10 +58,52 @@ def purge_later(records: Any) -> None:
         asyncio.get_running_loop().call_later(records.failed_seconds + 1.0, records.purge)
 
 
+def note_overflow(records: Any, request_data: Any, exception: Any, *, ours: type) -> ProviderOverflow | None:
+    """A provider's overflow on a call this plugin forwarded: answered as our own block would be."""
+    if not isinstance(request_data, Mapping) or isinstance(exception, ours):
+        return None
+    call_id = request_data.get("litellm_call_id")
+    decided, record = records.decided(call_id), records.find(call_id)
+    if decided is None or record is None:
+        return None  # not forwarded by us
+    overflow = provider_overflow(exception)
+    if overflow is None:
+        return None
+    if getattr(record, "quotes_overflow", False):
+        # the request holds overflow wording a provider may echo back: still answered as an overflow (it
+        # teaches nothing: ``feedback``), but with no numbers taken from the provider's text
+        overflow = Overflow(None, None, overflow.provider)
+    model = request_data.get("model")
+    group = model if isinstance(model, str) else ""
+    answer = overflow_answer(decided.request.shape, overflow, group, request_data, decided.call_type)
+    records.note_overflow(call_id, answer)
+    with contextlib.suppress(Exception):  # /v1/messages renders the exception's own message: say it the same way
+        exception.message = answer.spec.message
+    return answer
+
+
+async def remember_chain(plugin: Any, outcome: str, response_obj: Any) -> int | None:
+    """A successful Responses call's chain stored (``chains.ChainStore.remember``); its size, or None."""
+    chains = getattr(plugin, "chains", None)
+    if outcome != "success" or chains is None:
+        return None
+    try:
+        stored: int | None = await chains.remember(response_obj)
+    except Exception:  # the store's own problem must never affect the record
+        logger.exception("budget_hook: could not store a Responses chain")
+        return None
+    return stored
+
+
 async def log_outcome(plugin: Any, outcome: str, kwargs: dict, response_obj: Any, *, ours: type,
                       router: Any) -> None:
     try:
-        call_id = kwargs.get("litellm_call_id")
+        inner_id = kwargs.get("litellm_call_id")
+        call_id = plugin.records.owner(inner_id)  # an adopted inner call is logged as the call the client made
+        # a Responses chain is stored from the provider's response alone (its id and usage: no client writes
+        # those), whatever became of the call's record: a call id a client chose (collided) or a record gone
+        # must not keep the chain from being counted later
+        stored = await remember_chain(plugin, outcome, response_obj)
         record = plugin.records.settle(call_id, outcome)
         if record is None:
             return  # not a request this plugin decided on
@@ -62,7 +113,7 @@ async def log_outcome(plugin: Any, outcome: str, kwargs: dict, response_obj: Any
         entry: dict[str, Any] = {
             "event": "budget_hook.decision",
             "outcome": outcome,
-            "call_id": call_id,
+            "call_id": call_id, **({"inner_call_id": inner_id} if inner_id != call_id else {}),
             "model_group": record.model_group, "team_id": record.team_id, "team_alias": record.team_alias,
             "key_alias": record.key_alias,
             "decision": {k: v for k, v in decision.items() if k not in ("team_id", "team_alias", "key_alias")},
@@ -73,6 +124,12 @@ async def log_outcome(plugin: Any, outcome: str, kwargs: dict, response_obj: Any
         learned: dict[str, Any] | None = {"ignored": "another request used the same call id"} if shared_id else None
         if outcome == "success":
             entry.update(provider_prompt_tokens=billed, estimated_prompt_tokens=record.tokens_after)
+            response_id = response_obj.get("id") if isinstance(response_obj, Mapping) else \
+                getattr(response_obj, "id", None)
+            if isinstance(response_id, str) and len(response_id) <= MAX_RESPONSE_ID_CHARS:
+                entry["response_id"] = response_id  # the id the client got: the record is findable by it too
+            if stored is not None:  # a Responses chain: its size, for a later previous_response_id
+                entry["chain_tokens"] = stored
             if not shared_id:
                 learned = await learn_from_usage(plugin.learning, kwargs, record, billed)
         else:

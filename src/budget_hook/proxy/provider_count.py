@@ -11,8 +11,10 @@ endpoint for requests of that shape, else None:
 * self-hosted OpenAI-compatible servers (``hosted_vllm/...``, or ``openai/...`` with an ``api_base`` that is
   not OpenAI's; chat format): vLLM's and SGLang's ``POST {server}/tokenize`` with the ``messages`` (and
   ``tools``), which applies the model's own chat template and answers ``{"count": N, "max_model_len":
-  M}``. The key is optional. A server that answers 404 or 405 has no such endpoint: it is not asked
-  again for ``NO_ENDPOINT_SECONDS``.
+  M}``. The key is optional. ``max_model_len`` is the server's own window: kept per server
+  (``ProviderCounter.server_window``), it is the window a request is decided against when none is configured
+  or the configured one is larger (the server refuses anything over it). A server that answers 404 or 405
+  has no such endpoint: it is not asked again for ``NO_ENDPOINT_SECONDS``.
 
 ``ProviderCounter.count(target, body, timeout)`` returns ``(tokens, note)``: the provider's count of the
 body as the client sent it (None on a timeout, an error, an answer without a count), and what happened
@@ -148,6 +150,12 @@ class ProviderCounter:
         self.calls = 0
         #: counting URLs that answered 404/405 (no such endpoint), until when they are not asked
         self._absent: dict[str, float] = {}
+        #: per ``/tokenize`` URL, the ``max_model_len`` the server last answered
+        self._windows: dict[str, int] = {}
+
+    def server_window(self, target: CountTarget) -> int | None:
+        """The window the server said it serves (``max_model_len``), once it has answered."""
+        return self._windows.get(target.url) if target.provider == "tokenize" else None
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:
@@ -184,9 +192,15 @@ class ProviderCounter:
         if response.status_code != 200:
             return None, f"error: status {response.status_code}"
         try:
-            tokens = _tokens(target.provider, response.json())
+            answer = response.json()
         except ValueError:
-            tokens = None
+            answer = None
+        tokens = _tokens(target.provider, answer)
+        window = answer.get("max_model_len") if isinstance(answer, Mapping) else None
+        if target.provider == "tokenize" and isinstance(window, int) and not isinstance(window, bool) and window > 0:
+            if len(self._windows) > 4096:
+                self._windows.clear()
+            self._windows[target.url] = window
         if tokens is None:
             return None, "error: no count in the answer"
         self._cache[digest] = tokens
@@ -212,6 +226,16 @@ async def decide_with_provider_count(plugin: Any, request: BudgetRequest, decisi
         ours = await plugin.offloader.run(lambda: estimate(request), request.body)
         calibration = replace(calibration, provider_tokens=tokens, provider_estimate=max(1, ours),
                               provider_note=note)
-    again = replace(request, calibration=calibration)
+    again = replace(request, calibration=calibration, limits=_server_limits(request.limits,
+                                                                          plugin.provider_counter.server_window(target)))
     decided: Decision = await plugin.offloader.run(lambda: decide(again, plugin.settings), request.body)
     return decided
+
+
+def _server_limits(limits: Any, window: int | None) -> Any:
+    """The limits with the server's own window (``max_model_len``) where none is configured or the configured
+    one is larger: the server's word, not a client's."""
+    if window is None or (limits.window is not None and limits.window <= window):
+        return limits
+    source = "the server's max_model_len (/tokenize)"
+    return replace(limits, window=window, source=f"{limits.source}; {source}" if limits.window else source)

@@ -39,12 +39,21 @@ class Decided:
     limits: ModelLimits
     fail_mode: str
     content: Mapping[str, Any]
+    #: LiteLLM's call type and whether the client asked for a stream: how a provider's refusal is answered
+    call_type: str = ""
+    stream: bool = False
+    #: the tokens the provider holds for the Responses chain the request continues (``chains.Chain``), counted
+    #: again with each attempt's own window; None: it continues no chain the gateway knows
+    chain: int | None = None
 
 
 @dataclass
 class _Call(Generic[R]):
     record: R
     decided: Decided | None = None
+    #: the provider refused the forwarded request as too long: how the client is answered instead
+    #: (``answers.ProviderOverflow``), set by the failure hook, read by the error handler
+    overflow: Any = None
 
 
 class RecordStore(Generic[R]):
@@ -58,6 +67,10 @@ class RecordStore(Generic[R]):
         #: call ids two requests used while one was still here: a client may set its own
         #: (``x-litellm-call-id``), so neither request's answer can be paired with its record for learning
         self._collided: OrderedDict[str, None] = OrderedDict()
+        #: the call that attached each decision's marker (by the marker's id; checked by identity on use), and
+        #: the inner calls LiteLLM makes for an outer one under call ids of their own (``adopt``)
+        self._owners: OrderedDict[int, str] = OrderedDict()
+        self._aliases: OrderedDict[str, str] = OrderedDict()
 
     def remember(self, call_id: Any, record: R, decided: Decided | None = None) -> None:
         """A call's record (a new decision: what an earlier one left for attempts goes with it)."""
@@ -72,10 +85,41 @@ class RecordStore(Generic[R]):
         self._records.move_to_end(call_id)
         while len(self._records) > self.in_flight:
             self._records.popitem(last=False)
+        if decided is not None:
+            self._owners[id(decided.marker)] = call_id
+            while len(self._owners) > self.in_flight:
+                self._owners.popitem(last=False)
+
+    def adopt(self, call_id: Any, kwargs: Mapping[str, Any]) -> bool:
+        """An unknown call carrying the record object another call's decision attached (an identity no client
+        can forge: a client's own ``budget_hook`` metadata is replaced by the decision's) is that call's inner
+        call: LiteLLM 1.108's Gemini-route adapter makes its completion under a new call id, with the outer
+        request's metadata. From now on its attempts, record and outcome are the outer call's."""
+        if not isinstance(call_id, str) or self._call(call_id) is not None:
+            return False
+        for key in ("metadata", "litellm_metadata"):
+            metadata = kwargs.get(key)
+            marker = metadata.get("budget_hook") if isinstance(metadata, Mapping) else None
+            owner = self._owners.get(id(marker)) if marker is not None else None
+            decided = self.decided(owner) if owner is not None else None
+            if owner is not None and owner != call_id and decided is not None and decided.marker is marker:
+                self._aliases[call_id] = owner
+                while len(self._aliases) > self.in_flight:
+                    self._aliases.popitem(last=False)
+                return True
+        return False
+
+    def _own(self, call_id: Any) -> Any:
+        return self._aliases.get(call_id, call_id) if isinstance(call_id, str) else call_id
+
+    def owner(self, call_id: Any) -> Any:
+        """The call id the client saw for this call (the outer call of an adopted inner one; else itself)."""
+        return self._own(call_id)
 
     def update(self, call_id: Any, record: R) -> None:
         """A new version of a call's record (an attempt noted), keeping what it left for attempts; a failed
         call an attempt comes back to (a fallback) is in flight again."""
+        call_id = self._own(call_id)
         call = self._records.get(call_id)
         if call is None and call_id in self._failed:
             call = self._failed.pop(call_id)[1]
@@ -85,6 +129,7 @@ class RecordStore(Generic[R]):
             call.record = record
 
     def _call(self, call_id: Any) -> _Call[R] | None:
+        call_id = self._own(call_id)
         call = self._records.get(call_id)
         if call is None and call_id in self._failed:
             call = self._failed[call_id][1]
@@ -103,8 +148,20 @@ class RecordStore(Generic[R]):
         call = self._call(call_id) if isinstance(call_id, str) else None
         return call.decided if call is not None else None
 
+    def note_overflow(self, call_id: Any, answer: Any) -> None:
+        """The provider refused this forwarded call as too long: ``answer`` is how its client is answered."""
+        call = self._call(call_id) if isinstance(call_id, str) else None
+        if call is not None:
+            call.overflow = answer
+
+    def overflow(self, call_id: Any) -> Any:
+        """How a call the provider refused as too long is answered (None: not such a call)."""
+        call = self._call(call_id) if isinstance(call_id, str) else None
+        return call.overflow if call is not None else None
+
     def settle(self, call_id: Any, outcome: str) -> R | None:
         """The record for a finished call. A success is final; a failure keeps it for a little while."""
+        call_id = self._own(call_id)
         call = self._records.pop(call_id, None)
         if outcome == "success":
             failed = self._failed.pop(call_id, None)
@@ -130,14 +187,31 @@ class RecordStore(Generic[R]):
         return list(self._failed)
 
 
+#: where LiteLLM keeps guardrail results in a request's metadata: the one place its 1.108 still logs for a request
+#: refused before any provider call (``tags`` aside), into ``standard_logging_object.guardrail_information`` and
+#: the spend-log row's ``metadata.guardrail_information``
+GUARDRAIL_KEY = "standard_logging_guardrail_information"
+
+
 def attach_record(data: dict, key: str, record: Any, name: str = "budget_hook") -> dict[str, Any]:
     """The record under ``<key>.budget_hook`` and ``<key>.spend_logs_metadata.budget_hook`` (without any
-    content: spend logs are stored). A fresh metadata dict: the client's own metadata object is never mutated."""
+    content: spend logs are stored); a block's also as a guardrail result (``GUARDRAIL_KEY``: status
+    ``guardrail_intervened``, the record under its ``budget_hook`` key), which LiteLLM 1.108 still logs for a
+    request refused before any provider call where it drops ``spend_logs_metadata``. A fresh metadata dict: the
+    client's own metadata object is never mutated."""
     metadata = dict(data.get(key) or {}) if isinstance(data.get(key), Mapping) else {}
     spend = metadata.get("spend_logs_metadata")
     spend = dict(spend) if isinstance(spend, Mapping) else {}
     spend[name] = record.as_dict(content=False)
     metadata["spend_logs_metadata"] = spend
+    if getattr(record, "action", None) == "blocked":
+        earlier = metadata.get(GUARDRAIL_KEY)
+        # other guardrails' results stay; an entry in our name a client wrote does not
+        kept = [g for g in earlier if isinstance(g, Mapping) and g.get("guardrail_name") != name] \
+            if isinstance(earlier, list) else []
+        metadata[GUARDRAIL_KEY] = [*kept, {"guardrail_name": name, "guardrail_provider": name,
+                                           "guardrail_mode": "pre_call", "guardrail_status": "guardrail_intervened",
+                                           name: spend[name]}]
     attached: dict[str, Any] = record.as_dict()
     metadata[name] = attached
     data[key] = metadata

@@ -139,9 +139,11 @@ def refused_call(call_type: Any) -> bool:
 
 
 def streams_responses(shape: Shape, data: Mapping[str, Any], call_type: Any) -> bool:
-    """A streamed Responses request, whose block is answered as the API's ``response.failed`` events; not a
-    compaction (``/responses/compact`` answers in one piece: its block is a plain 400)."""
-    return shape.name == "responses" and data.get("stream") is True and call_type not in _COMPACT
+    """A streamed request of a shape whose API streams its failures as events (``Shape.streamed_error``: the
+    Responses API's ``response.failed``); not a compaction (``/responses/compact`` answers in one piece: its
+    block is a plain 400)."""
+    return shape.streamed_error is not None and data.get("stream") is True and call_type not in _COMPACT
+
 
 def endpoint_shape(endpoint: str, body: Mapping[str, Any]) -> Shape | None:
     """The shape of a pass-through body, by the endpoint it goes to (then the body must have it)."""

@@ -102,6 +102,8 @@ class SharedLearning:
         self._clock = clock
         self._synced: dict[str, float] = {}
         self._down_until = 0.0
+        #: when each deployment's served floor was last written to Redis (``learn_served``)
+        self._served_written: dict[str, float] = {}
 
     # --- Redis -------------------------------------------------------------------------------------
 
@@ -227,13 +229,24 @@ class SharedLearning:
         if not self.settings.enabled:
             return False
         raised = self.served.serve(deployment, tokens)
+        now = self._clock()
+        refresh = min(SERVED_REFRESH_SECONDS, self.settings.window_ttl_seconds / 2)
+        if not raised and now - self._served_written.get(deployment, -1e18) < refresh:
+            return False  # nothing new; the floor's expiry was restarted less than a minute ago
+        if len(self._served_written) >= 10_000:
+            self._served_written.clear()
+        self._served_written[deployment] = now
 
         async def raise_floor(client: Any) -> None:
             await client.eval(_RAISE_SERVED, 1, f"{PREFIX}served:{deployment}", str(tokens),
                               str(int(self.settings.window_ttl_seconds)))
 
-        await self._run("write", raise_floor)  # also when not raised: the floor's expiry restarts
+        await self._run("write", raise_floor)  # also when not raised (once a minute): the floor's expiry restarts
         return raised
+
+
+#: a served floor that did not rise is written again (its expiry restarted) at most this often per deployment
+SERVED_REFRESH_SECONDS = 60.0
 
 
 def litellm_redis(router: Any, litellm_module: Any) -> Any:

@@ -146,6 +146,9 @@ class Shape:
     #: the shape's own error object for a refusal, from (status, message, code); None: OpenAI's
     #: ``{"message", "type", "param", "code"}``
     error_body: Callable[[int, str, str], dict[str, Any]] | None = None
+    #: for an API that reports a streamed call's failure as events (the Responses API's ``response.failed``):
+    #: the SSE text from (call id, code, message, model group); None: a streamed refusal is a plain HTTP error
+    streamed_error: Callable[[Any, str, str, str], str] | None = None
 
     @property
     def kind(self) -> Literal["conversation", "inputs"]:

@@ -83,12 +83,14 @@ def _chat_part(part: Any, where: str) -> dict[str, Any]:
     return {"type": "text", "text": canonical_json(part)}
 
 
-def _signature(part: Any, streamed: bool) -> list[dict[str, Any]]:
-    """A replayed ``thoughtSignature`` is billed as input: counted per base64 character (``thought_signature``)."""
+def _signature(part: Any, streamed: bool, earlier: bool = False) -> list[dict[str, Any]]:
+    """A replayed ``thoughtSignature`` is billed as input: counted per base64 character (``thought_signature``).
+    ``earlier``: it belongs to a turn before the running one (billed by Gemini 3, not by 2.x: the counter's
+    profile decides)."""
     signature = part.get("thoughtSignature") or part.get("thought_signature") if isinstance(part, Mapping) else None
     if not (isinstance(signature, str) and signature):
         return []
-    return [{"type": THOUGHT_SIGNATURE, "signature": signature, "streamed": streamed}]
+    return [{"type": THOUGHT_SIGNATURE, "signature": signature, "streamed": streamed, "earlier": earlier}]
 
 
 def _response_parts(answer: Mapping[str, Any], where: str) -> list[dict[str, Any]]:
@@ -134,9 +136,10 @@ def build_view(body: Mapping[str, Any]) -> View:
         refs.append(None)
     pending: dict[str, list[str]] = {}  # function name -> ids of calls not answered yet
     no_edit: set[int] = set()
-    # Replayed thought signatures are billed only in the running turn's tool loop (from the latest user
-    # text on), measured on real bills: never from earlier turns. Gemini 2.x bills them only on
-    # streamGenerateContent (LiteLLM sets ``stream`` for that route); the counter's profile knows the model.
+    # Replayed thought signatures: Gemini 2.x bills them only in the running turn's tool loop (from the latest
+    # user text on) and only on streamGenerateContent (LiteLLM sets ``stream`` for that route); Gemini 3.x bills
+    # those of earlier turns too (hidden bills: 0.57-0.81 of the bill without them). Each is marked with where
+    # it sits, and the counter's profile, which knows the model, decides.
     current = _current_turn_start(contents)
     streamed = bool(body.get("stream"))
     for index, entry in enumerate(contents):
@@ -162,7 +165,7 @@ def build_view(body: Mapping[str, Any]) -> View:
             last = messages[-1]
             extra = [piece for i in rest
                      for piece in (_chat_part(parts[i], f"{where}.parts[{i}]"),
-                                   *(_signature(parts[i], streamed) if index >= current else ()))]
+                                   *_signature(parts[i], streamed, earlier=index < current))]
             head = last["content"] if isinstance(last["content"], list) else [{"type": "text", "text": last["content"]}]
             messages[-1] = {**last, "content": [*head, *extra]}
             refs[-1] = _Ref(index, (responses[-1], *rest))
@@ -180,8 +183,7 @@ def build_view(body: Mapping[str, Any]) -> View:
                         "name": str(call.get("name", "")), "arguments": canonical_json(call.get("args", {}))}})
                 else:
                     chat_parts.append(_chat_part(parts[i], f"{where}.parts[{i}]"))
-                if index >= current:
-                    chat_parts.extend(_signature(parts[i], streamed))
+                chat_parts.extend(_signature(parts[i], streamed, earlier=index < current))
             message: dict[str, Any] = {"role": role, "content": chat_parts or None}
             if calls:
                 message["tool_calls"] = calls

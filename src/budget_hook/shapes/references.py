@@ -4,7 +4,8 @@ Some fields make the provider (or LiteLLM, after the gateway's check) add conten
 carry: a cached context (Gemini's ``cachedContent``, chat's ``cached_content``), a stored prompt (the
 Responses API's ``prompt: {id}``, LiteLLM's ``prompt_id``), the tools of a remote MCP server, the skills of
 an Anthropic container, stored ``item_reference`` items, the history behind ``previous_response_id`` or a
-``conversation``. The gateway cannot size any of them. Each shape lists them here as ``(path, why, tokens)``:
+``conversation``, a chat template of the client's (vLLM's ``chat_template``: the prompt it makes is unknown).
+The gateway cannot size any of them. Each shape lists them here as ``(path, why, tokens)``:
 
 * ``tokens`` is ``FILE_REFERENCE_TOKENS``, the flat estimate counted (as untrimmable request overhead) and
   flagged under ``unreadable_content: estimate``, like a file referenced by id;
@@ -33,6 +34,8 @@ SKILL = "a container skill whose instructions the provider loads: they are not i
 STORED_ITEM = "an item stored by the provider, referenced by id: its content is not in the request"
 CONTAINER_FILES = "files uploaded to the tool's container: their content is not in the request"
 SERVER_HISTORY = "history the provider holds: it is not in the request"
+CLIENT_TEMPLATE = ("a chat template of the client's that the server renders the prompt with (vLLM, SGLang): the "
+                   "prompt it makes cannot be sized")
 
 
 def _present(value: Any) -> bool:
@@ -86,8 +89,12 @@ def _mcp_tool(tool: Mapping[str, Any]) -> str | None:
 
 
 def chat_references(body: Mapping[str, Any]) -> list[Reference]:
-    return [*_fields(body, {"cached_content": CACHED, "cachedContent": CACHED, "prompt_id": STORED_PROMPT}),
-            *_listed(body, "mcp_servers", MCP_SERVER), *_tools(body, _mcp_tool)]
+    return [*_fields(body, {"cached_content": CACHED, "cachedContent": CACHED, "prompt_id": STORED_PROMPT,
+                            "chat_template": CLIENT_TEMPLATE, "chat_template_kwargs.chat_template": CLIENT_TEMPLATE}),
+            *_listed(body, "mcp_servers", MCP_SERVER), *_tools(body, _mcp_tool),
+            # LiteLLM forwards it to a deployment it bridges to the Responses API: the provider adds the chain it
+            # holds (server-held history, counted by ``proxy.chains`` when this gateway saw it)
+            *_fields(body, {"previous_response_id": SERVER_HISTORY}, tokens=0)]
 
 
 def anthropic_references(body: Mapping[str, Any]) -> list[Reference]:

@@ -23,13 +23,15 @@ report's ``notes`` say so.
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 from ..budget import OUTPUT_TOKEN_FIELDS, Budget
 from ..counting import TokenCounter, canonical_json, media
-from ..counting.counter import RESPONSES_FUNCTION, THOUGHT_SIGNATURE
+from ..counting.counter import RESPONSES_FUNCTION, RESPONSES_VIEW, THOUGHT_SIGNATURE
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .base import ConversationShape, Placed, View, place_notice, touched_item, unreadable_parts, view_decisions
@@ -142,7 +144,9 @@ def build_view(body: Mapping[str, Any]) -> View:
         messages.append(view)
         refs.append(index)
 
-    request: dict[str, Any] = {"model": body.get("model"), "messages": messages}
+    # the counter prices a Responses request's items as gpt-5.x bills them, with or without tools (a chat
+    # client sending this key only makes its own count larger)
+    request: dict[str, Any] = {"model": body.get("model"), "messages": messages, RESPONSES_VIEW: True}
     tools = body.get("tools")
     if isinstance(tools, list) and tools:
         request["tools"] = [_tool(tool) for tool in tools]
@@ -190,10 +194,16 @@ def _compacted(item: Mapping[str, Any], edited: Mapping[str, Any]) -> Mapping[st
 
 
 def _shortened(item: Mapping[str, Any], edited: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The text parts become one, in the part type the item's role takes (``output_text`` for the assistant,
+    ``input_text`` for a user or the opening context); other parts (images, files) stay."""
     text = message_text(edited)
-    if isinstance(item.get("content"), list):
-        return {**item, "content": [{"type": "output_text", "text": text, "annotations": []}]}
-    return {**item, "content": text}
+    content = item.get("content")
+    if not isinstance(content, list):
+        return {**item, "content": text}
+    part: dict[str, Any] = {"type": "output_text", "text": text, "annotations": []} \
+        if item.get("role") == "assistant" else {"type": "input_text", "text": text}
+    texts = ("input_text", "output_text", "text")
+    return {**item, "content": [part, *(p for p in content if not (isinstance(p, Mapping) and p.get("type") in texts))]}
 
 
 def _images_removed(item: Mapping[str, Any], edited: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -303,6 +313,27 @@ def _problems(body: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def failed_events(call_id: Any, code: str, message: str, model: str = "") -> str:
+    """The Responses API's streamed failure, as SSE text: ``response.created`` then ``response.failed``
+    whose ``response.error.code`` is the refusal's code (``context_length_exceeded``). Codex compacts on it,
+    where a plain HTTP 400 fails its turn with the raw JSON. Both events carry every field of the Responses
+    API's ``Response`` object, ``model`` (the request's model group) included: the Vercel AI SDK validates
+    ``response.created`` against that schema and, finding no ``model``, errors the stream before it reads
+    ``response.failed``."""
+    response = {"id": f"resp_budget_hook_{call_id or 'blocked'}", "object": "response", "created_at": int(time.time()),
+                "status": "in_progress", "background": False, "error": None, "incomplete_details": None,
+                "instructions": None, "max_output_tokens": None, "max_tool_calls": None, "model": model or "",
+                "output": [], "parallel_tool_calls": True, "previous_response_id": None, "prompt_cache_key": None,
+                "reasoning": {"effort": None, "summary": None}, "safety_identifier": None, "service_tier": "auto",
+                "store": False, "temperature": None, "text": {"format": {"type": "text"}}, "tool_choice": "auto",
+                "tools": [], "top_logprobs": 0, "top_p": None, "truncation": "disabled", "usage": None,
+                "user": None, "metadata": {}}
+    failed = {**response, "status": "failed", "error": {"code": code, "message": message}}
+    events = [("response.created", {"type": "response.created", "sequence_number": 0, "response": response}),
+              ("response.failed", {"type": "response.failed", "sequence_number": 1, "response": failed})]
+    return "".join(f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
+
+
 SHAPE = ConversationShape(
     name="responses",
     # /responses/compact: a Responses-shaped input the provider compacts
@@ -324,4 +355,5 @@ SHAPE = ConversationShape(
     references=responses_references,
     notes=_notes,
     remedy="Shorten the latest input, lower max_output_tokens, or use a model with a larger context window.",
+    streamed_error=failed_events,
 )

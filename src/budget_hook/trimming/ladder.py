@@ -68,6 +68,7 @@ class Stage:
 REDUCTIONS: tuple[Reduction, ...] = (
     Reduction("images", "images_removed", "drop_old_images"),
     Reduction("soften", "compacted", "soften_tool_results"),
+    Reduction("soften_user", "shortened", "soften_user_messages"),
     Reduction("compact", "compacted", "compact_tool_results"),
     Reduction("shorten", "shortened", "shorten_assistant_messages"),
     Reduction("drop", "dropped", "drop_old_turns", removes=True),

@@ -16,7 +16,7 @@ from ..counting.cache import CountCache
 from ..counting.canonical import canonical_json
 from ..errors import CannotFitError
 
-#: every kind of action the trimmer can take; ``steps.REDUCTIONS`` declares each
+#: every kind of action the trimmer can take; ``ladder.REDUCTIONS`` declares each
 ActionKind = Literal["images_removed", "compacted", "dropped", "shortened"]
 
 COMPACTED_MARKER = "[budget_hook: tool result compacted"

@@ -57,6 +57,7 @@ class TrimState(Versions):
         self.dropped_tokens = 0
         self._variants = {}
         self._notice_sizes: dict[tuple[int, int], int] = {}
+        self._graded: dict[tuple[int, int], tuple[Mapping[str, Any], int]] = {}
         self.turns = split_turns(messages)
         self.turn_of = [0] * len(messages)  # a list: cheaper to build than a dict for long histories
         for turn in self.turns:
@@ -196,29 +197,77 @@ class TrimState(Versions):
         for unit in left:
             if found is None or self.positions[unit.indexes[-1]] < found:
                 self.drop_unit(unit)
+        self._restore(newest)
+
+    def _restore(self, indexes: Iterable[int]) -> None:
+        """Give back, newest first, the cuts of ``indexes`` (the newest results, cut before the steps that held
+        the others left) that the room a later move freed now holds whole: the minimal set of cuts, not a
+        one-way ladder."""
+        for index in sorted(indexes, reverse=True):
+            if self.alive[index] and index in self.edited \
+                    and self.total + self.original_tokens[index] - self.tokens[index] <= self.target:
+                self.total += self.original_tokens[index] - self.tokens[index]
+                self.tokens[index] = self.original_tokens[index]
+                del self.edited[index]
+                del self.actions[index]
 
     def _soften_along(self, indexes: list[int], light: Mapping[int, int]) -> None:
-        """Soften ``indexes`` (in position order) until what they save reaches the excess rounded up to a cache
-        step: every one before the frontier whole, the one it falls in graded (head and tail kept, never under
-        the softened size), the rest verbatim."""
+        """Soften ``indexes`` (in position order) up to the smallest frontier, a whole number of cache steps on
+        the axis of what softening saves, whose cuts really cover the excess: every one before the frontier
+        whole, the one it falls in graded (head and tail kept, never under the softened size), the rest
+        verbatim. The cuts up to a frontier depend only on the conversation before it, so while a growing
+        conversation's excess stays within what they save, the same frontier is chosen and the previous
+        request stays a prefix (a graded cut that saves more than its step does not move the frontier)."""
         if self.fits():
             return
-        frontier = self._rounded_up(self.total - self.target)
+        excess = self.total - self.target
+        step = self.cache_step or excess  # exact cuts: one frontier at the excess, else every result whole
+        steps = max(1, math.ceil(excess / step))
+        plan, saved = self._soften_plan(indexes, light, steps * step)
+        if saved < excess:  # the cuts fall short of the step (the floors): further, while that frees more
+            while saved < excess:
+                wider, more = self._soften_plan(indexes, light, (steps + 1) * step)
+                if more <= saved:
+                    break
+                steps, plan, saved = steps + 1, wider, more
+        elif self.cache_step:  # a smaller frontier whose cuts already cover the excess keeps the previous cut
+            while steps > 1:
+                narrower, less = self._soften_plan(indexes, light, (steps - 1) * step)
+                if less < excess:
+                    break
+                steps, plan, saved = steps - 1, narrower, less
+        for index, version in plan:
+            if version is None:
+                self._apply(index, "light")
+            else:
+                self.rewrite(index, version[0], version[2], version[1])
+
+    def _soften_plan(self, indexes: list[int], light: Mapping[int, int], frontier: int
+                     ) -> tuple[list[tuple[int, tuple[Mapping[str, Any], int, ActionKind] | None]], int]:
+        """The cuts that soften ``indexes`` up to ``frontier`` tokens saved (each whole, None, or the graded
+        version of the one the frontier falls in) and what they really save."""
+        plan: list[tuple[int, tuple[Mapping[str, Any], int, ActionKind] | None]] = []
         saved = 0
+        floor = self.policy.tool_result_soft_keep_chars
         for index in indexes:
             if saved >= frontier:
-                return
+                break
             if not light[index]:
                 continue
             version = self.variant(index, "light")
-            if saved + light[index] <= frontier or version is None or version[2] != "compacted":
-                self._apply(index, "light")
+            if saved + light[index] <= frontier or version is None or version[2] not in ("compacted", "shortened") \
+                    or len(message_text(self.messages[index])) <= floor:
+                plan.append((index, None))
                 saved += light[index]
-            else:
-                before = self.tokens[index]
-                self.reduce(index, floor=self.policy.tool_result_soft_keep_chars, action="compacted",
-                            needed=frontier - saved)
-                saved += before - self.tokens[index]
+                continue
+            key = (index, frontier - saved)
+            if key not in self._graded:
+                self._graded[key] = self.graded(index, needed=frontier - saved, floor=floor, action=version[2])
+            cut = self._graded[key]
+            if cut[1] < self.tokens[index]:
+                plan.append((index, (*cut, version[2])))
+                saved += self.tokens[index] - cut[1]
+        return plan, saved
 
     def _apply(self, index: int, level: str) -> None:
         version = self.variant(index, level)
@@ -231,11 +280,20 @@ class TrimState(Versions):
         ``clear_at_least``; every item with exact cuts), the frontier after it, the savings so far and True;
         then, for a trailing group short of a step, the same with False. The savings of a prefix of the
         conversation are the same in every later request, so the groups stay where they are as it grows."""
-        saved, bound, frontier = 0, self.cache_step, 0.0
+        saved, bound, frontier, start = 0, self.cache_step, 0.0, 0
+        cap = max(self.cache_step, self.target // 2)
         for position, saving in items:
-            saved, frontier = saved + saving(), position + 1
+            value = saving()
+            if saved > start and saved + value - start > cap:
+                # a group never frees more than half the budget by itself (a large unit, the notice's
+                # growth): it ends before the item that would make it (a function of the prefix still)
+                yield frontier, saved, True
+                start = saved
+                bound = (saved // self.cache_step + 1) * self.cache_step if self.cache_step else 0
+            saved, frontier = saved + value, position + 1
             if saved >= bound:
                 yield frontier, saved, True
+                start = saved
                 bound = (saved // self.cache_step + 1) * self.cache_step if self.cache_step else 0
         if saved < bound:
             yield frontier, saved, False

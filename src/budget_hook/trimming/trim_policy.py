@@ -34,6 +34,10 @@ class TrimPolicy:
                                                       "keep their head and tail, cut only as far as needed")
     soften_tool_results: bool = knob(True, doc="older tool results keep their head and tail (the middle goes), oldest "
                                                "first, before any is compacted harder or dropped")
+    soften_user_messages: bool = knob(False, doc="long older user messages (observations agents such as SWE-agent "
+                                                 "send as user turns, pasted files; never the opening context or the "
+                                                 "latest) keep their head and tail like tool results, before whole "
+                                                 "turns are dropped (more kept, fewer cached prefixes)")
     tool_result_soft_keep_chars: int = knob(2000, ge=0, doc="characters of a softened tool result that are kept "
                                                             "(two thirds head, one third tail)")
     drop_old_turns: bool = knob(True, doc="drop the oldest tool steps, then questions with their answers, after "

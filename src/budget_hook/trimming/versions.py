@@ -44,6 +44,9 @@ class Versions:
     final_assistant: int | None
     latest_start: int
     _variants: dict[tuple[int, str], Variant | None]
+    #: ``marked``'s answers, per message, head, tail and marker: the heavy level and the graded cuts ask again
+    #: for what the light level (or the compaction) already counted (set on first use)
+    _marked: dict[tuple[int, str, str, str], tuple[Mapping[str, Any], int]]
 
     def is_recent(self, index: int) -> bool:
         raise NotImplementedError
@@ -51,7 +54,19 @@ class Versions:
     def marked(self, index: int, head: str, tail: str, marker: str) -> tuple[Mapping[str, Any], int]:
         """The original message keeping ``head`` and ``tail`` of its text, with a marker between them that
         says exactly how many characters and tokens left (``marker`` formats ``chars``, ``total``,
-        ``tokens``), and its token count. Parts that are not text (images, files) stay as they were."""
+        ``tokens``), and its token count. Parts that are not text (images, files) stay as they were.
+        Computed once per message, head, tail and marker (the message's text never changes during a trim)."""
+        try:
+            memo = self._marked
+        except AttributeError:
+            memo = self._marked = {}
+        key = (index, head, tail, marker)
+        found = memo.get(key)
+        if found is None:
+            found = memo[key] = self._marked_uncached(index, head, tail, marker)
+        return found
+
+    def _marked_uncached(self, index: int, head: str, tail: str, marker: str) -> tuple[Mapping[str, Any], int]:
         original = self.messages[index]
         text = message_text(original)
         original_tokens = self.original_tokens[index]
@@ -103,6 +118,11 @@ class Versions:
             if len(text) > keep:
                 tail = text[len(text) - tail_chars:] if tail_chars else ""
                 options.append((*self.marked(index, text[: keep - tail_chars], tail, _SOFT), "compacted"))
+        if self._user_reducible(index):
+            text = message_text(message)
+            keep, tail_chars = policy.tool_result_soft_keep_chars, policy.tool_result_soft_keep_chars // 3
+            tail = text[len(text) - tail_chars:] if tail_chars else ""
+            options.append((*self.marked(index, text[: keep - tail_chars], tail, _SHORTEN_MIDDLE), "shortened"))
         if self._has_old_images(index):
             content = message["content"]
             replaced = {**message, "content": [image_placeholder() if is_image(part) else part for part in content]}
@@ -131,6 +151,15 @@ class Versions:
                 and index != self.final_assistant and len(message_text(message)) >= policy.assistant_min_chars
                 and len(message_text(message)) > policy.assistant_keep_chars)
 
+    def _user_reducible(self, index: int) -> bool:
+        """A long user message of the older history (an observation an agent sends as a user turn, a pasted
+        file): softened like a tool result. The opening context, the pinned first message and the latest user
+        message never get here (``TrimState.editable``)."""
+        message, policy = self.messages[index], self.policy
+        return (policy.soften_user_messages and message.get("role") == "user" and index < self.latest_start
+                and content_chars(message) >= policy.tool_result_min_chars
+                and len(message_text(message)) > policy.tool_result_soft_keep_chars)
+
     def _has_old_images(self, index: int) -> bool:
         content = self.messages[index].get("content")
         return (self.policy.drop_old_images and index < self.latest_start and isinstance(content, list)
@@ -140,7 +169,7 @@ class Versions:
         """Might a reduction apply (without counting anything)?"""
         policy = self.policy
         return ((self._result_reducible(index) and (policy.soften_tool_results or policy.compact_tool_results))
-                or self._assistant_reducible(index) or self._has_old_images(index))
+                or self._assistant_reducible(index) or self._user_reducible(index) or self._has_old_images(index))
 
     def saving(self, index: int, level: str) -> int:
         """Tokens the message's ``level`` version saves (``heavier``: the heavy version over the light one)."""

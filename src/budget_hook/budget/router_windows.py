@@ -1,0 +1,255 @@
+"""The rules for a model group's window, given its deployments as plain dicts (pure: no router, no litellm).
+
+Contract: ``limits_of(group, deployments, infos, model_list)`` returns ``ModelLimits``: the **minimum**
+window over ``deployments`` (the router's ``model_list`` entries: ``litellm_params``, ``model_info``), each
+one's window taken from ``infos`` (what the router's ``get_router_model_info`` said of it, in the same
+order; none offline) over ``model_info.max_input_tokens`` over the model map, corrected for the Claude
+models whose 1M window needs the ``context-1m`` beta header; with no deployment, the model map for the
+name; else unknown (the policy decides). ``model_list`` (the operator's, when known) names the groups
+those deployments belong to (an alias's target), for the policy. ``combine`` joins the limits of a
+comma-separated list of groups; ``covers`` says whether an attempt's deployment takes what fit the first
+decision; ``with_learned_window`` applies a window an overflow error named.
+
+``proxy/windows.py`` asks the router (LiteLLM's object) and passes its answers here; the offline
+``budget-hook replay`` passes a config's ``model_list`` and nothing from a router.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from ..counting import resolve_tokenizer
+from ..counting.profiles import MAX_MODEL_NAME_CHARS
+from .windows import (
+    DEFAULT_ANTHROPIC_MAX_TOKENS,
+    ModelLimits,
+    lookup_max_input_tokens,
+    lookup_max_output_tokens,
+)
+
+if TYPE_CHECKING:
+    from ..learning import LearnedWindow
+
+#: a comma-separated ``model`` naming more groups than this is one (unknown) name: each listed group costs
+#: a router lookup, and a client writes the list (the attempts are still checked one by one)
+MAX_LISTED_GROUPS = 16
+
+
+def too_long(group: str) -> ModelLimits | None:
+    """Unknown limits for a model name longer than ``MAX_MODEL_NAME_CHARS`` (no model has one; neither the
+    router nor any pattern reads it: client-sent, it could cost work in proportion); None for the others."""
+    if len(group) <= MAX_MODEL_NAME_CHARS:
+        return None
+    return ModelLimits(None, f"unknown: a model name of {len(group)} characters (over {MAX_MODEL_NAME_CHARS}) is "
+                       "not looked up", "unknown")
+
+
+#: Claude models whose long window needs Anthropic's ``context-1m`` beta header: without it the API serves
+#: 200,000 tokens, although LiteLLM's model map lists 1,000,000 (a 300k request would pass and be refused)
+_HEADER_DEPENDENT_1M = re.compile(r"claude-(sonnet-4|4-sonnet|sonnet-4[-.]5|sonnet-4[-.]6|opus-4[-.]6)$")
+#: the window those models serve without the header
+STANDARD_CLAUDE_WINDOW = 200_000
+#: providers that serve such models only with the header the *caller* sends (others, e.g. OpenRouter,
+#: decide on their own)
+_HEADER_PROVIDERS = ("anthropic/", "bedrock/", "bedrock_converse/", "vertex_ai/", "azure_ai/", "claude-",
+                     "anthropic.", "us.anthropic.", "eu.anthropic.", "global.anthropic.", "apac.anthropic.")
+
+
+def sends_1m_beta(params: Any) -> bool:
+    """The deployment sends ``anthropic-beta: context-1m-...`` itself (``extra_headers`` or ``headers``)."""
+    for key in ("extra_headers", "headers"):
+        headers = params.get(key) if isinstance(params, dict) else None
+        if isinstance(headers, dict):
+            for name, value in headers.items():
+                if str(name).lower() == "anthropic-beta" and "context-1m" in str(value):
+                    return True
+    return False
+
+
+def header_dependent_window(backend: str, base_model: str | None, window: int, params: Any,
+                            model_info: Any) -> tuple[int, str | None]:
+    """The window the deployment really serves: 200,000 for the Claude models whose 1M window needs the
+    beta header, unless the deployment sends it or the operator set ``model_info.max_input_tokens``."""
+    name = (base_model or backend).lower()
+    if window <= STANDARD_CLAUDE_WINDOW or not _HEADER_DEPENDENT_1M.search(without_snapshot_suffixes(name)):
+        return window, None
+    if not name.startswith(_HEADER_PROVIDERS) and "/" in name:
+        return window, None
+    explicit = isinstance(model_info, dict) and isinstance(model_info.get("max_input_tokens"), int)
+    if explicit or sends_1m_beta(params):
+        return window, None
+    return STANDARD_CLAUDE_WINDOW, (f"{backend}: {STANDARD_CLAUDE_WINDOW} without the context-1m beta header "
+                                    f"(the model map says {window})")
+
+
+#: snapshot and version suffixes (``-20250514``, ``@20250514``, ``-v1``, ``-v2:0``, ``@default``, ``-latest``)
+#: that do not change the model, in any number
+_SUFFIX_WORDS = ("@default", "-latest")
+
+
+def without_snapshot_suffixes(name: str) -> str:
+    """``name`` without its trailing snapshot and version suffixes (and a final line break): one backward
+    scan, linear in the name. A suffix ends either in one of ``_SUFFIX_WORDS`` or in a run of digits, and
+    the character before that run says which suffix it is: at most one can end anywhere, so peeling them
+    from the end finds what the pattern ``([-@]\\d{8}|-v\\d+(:\\d+)?|@default|-latest)+$`` matched (that
+    pattern, searched from every position, took quadratic time on a client's name)."""
+    end = len(name) - 1 if name.endswith("\n") else len(name)
+    while end:
+        word = next((w for w in _SUFFIX_WORDS if name.endswith(w, 0, end)), None)
+        if word:
+            end -= len(word)
+            continue
+        digits = _digits_before(name, end)
+        if digits == end or digits == 0:
+            break
+        if end - digits == 8 and name[digits - 1] in "-@":
+            end = digits - 1  # -20250514, @20250514
+        elif digits >= 2 and name[digits - 2:digits] == "-v":
+            end = digits - 2  # -v1
+        elif name[digits - 1] == ":":
+            major = _digits_before(name, digits - 1)
+            if major == digits - 1 or major < 2 or name[major - 2:major] != "-v":
+                break
+            end = major - 2  # -v2:0
+        else:
+            break
+    return name[:end]
+
+
+def _digits_before(name: str, end: int) -> int:
+    """Where the run of decimal digits ending at ``end`` starts."""
+    start = end
+    while start and name[start - 1].isdecimal():
+        start -= 1
+    return start
+
+
+def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
+              infos: Sequence[Mapping[str, Any]] | None = None,
+              model_list: Any = None) -> ModelLimits:
+    """Minimum window over ``deployments`` of ``group``; with none, the model map for the name; else unknown.
+    ``infos[i]``: what the router knows of ``deployments[i]`` (``max_input_tokens``, ``max_output_tokens``;
+    ``{}`` when it knows nothing, no ``infos`` offline)."""
+    windows: list[tuple[int, str]] = []
+    notes: list[str] = []
+    ids: list[str] = []
+    backends: list[tuple[str, str | None]] = []
+    filled: list[int] = []
+    for position, deployment in enumerate(deployments):
+        params = deployment.get("litellm_params") or {}
+        model_info = deployment.get("model_info") or {}
+        backend = str(params.get("model") or group)
+        base_model = model_info.get("base_model") or params.get("base_model")
+        backends.append((backend, base_model))
+        info = (infos[position] if infos is not None and position < len(infos) else None) or {}
+        window = info.get("max_input_tokens") or None
+        if _is_claude(backend, base_model):
+            output = info.get("max_output_tokens") or info.get("max_tokens")
+            filled.append(output if isinstance(output, int) and output > 0 else _filled_output(base_model or backend))
+        if not window and isinstance(model_info.get("max_input_tokens"), int):
+            window = model_info["max_input_tokens"]
+        if not window:
+            window = lookup_max_input_tokens(base_model or backend)
+        if isinstance(window, int) and window > 0:
+            window, note = header_dependent_window(backend, base_model, window, params, model_info)
+            if note:
+                notes.append(note)
+            windows.append((window, backend))
+        if isinstance(model_info.get("id"), str):
+            ids.append(model_info["id"])
+    if not deployments:
+        window = lookup_max_input_tokens(group)
+        output = _filled_output(group) if _is_claude(group, None) else None
+        if window:
+            window, note = header_dependent_window(group, None, window, {}, {})
+            source = f"model map: {group}" + (f"; {note}" if note else "")
+            return ModelLimits(window, source, group, filled_output_tokens=output)
+        return ModelLimits(None, "unknown", group, filled_output_tokens=output)
+    counting_model, base_model = _most_conservative(backends)
+    routed = routed_groups(group, deployments, model_list)
+    output_filled = max(filled) if filled else None
+    if len(windows) < len(deployments):
+        # One deployment with an unknown window could be the smallest: treat the group as unknown.
+        return ModelLimits(None, f"unknown for {len(deployments) - len(windows)} of {len(deployments)} deployments",
+                           counting_model, base_model, len(deployments), routed, output_filled, tuple(ids))
+    window, _ = min(windows)
+    source = f"router: min over {len(deployments)} deployment(s)" + "".join(f"; {note}" for note in notes[:2])
+    return ModelLimits(window, source, counting_model, base_model, len(deployments), routed, output_filled,
+                       tuple(ids))
+
+
+def routed_groups(group: str, deployments: Sequence[Mapping[str, Any]], model_list: Any) -> tuple[str, ...]:
+    """The groups ``deployments`` belong to in the operator's ``model_list``, other than ``group``. The router
+    lists an alias's (and a routing group's) deployments under the name asked for, so their own group is
+    found by deployment id: the operator's policy for that group follows them whatever name was used."""
+    names = {str(d.get("model_name")) for d in deployments if d.get("model_name")}
+    ids = {(d.get("model_info") or {}).get("id") for d in deployments} - {None}
+    for entry in model_list if isinstance(model_list, list) and ids else ():
+        info = entry.get("model_info") if isinstance(entry, dict) else None
+        if isinstance(info, dict) and info.get("id") in ids and isinstance(entry.get("model_name"), str):
+            names.add(entry["model_name"])
+    return tuple(sorted(names - {group}))
+
+
+def _is_claude(backend: str, base_model: str | None) -> bool:
+    return resolve_tokenizer(backend, base_model=base_model).family == "anthropic"
+
+
+def _filled_output(model: str) -> int:
+    """What LiteLLM fills in as ``max_tokens`` for a Claude model (its maximum output, else 4,096)."""
+    return lookup_max_output_tokens(model) or DEFAULT_ANTHROPIC_MAX_TOKENS
+
+
+def _most_conservative(backends: list[tuple[str, str | None]]) -> tuple[str, str | None]:
+    """A group may mix families; count with the one whose estimate runs highest (exact counts lowest)."""
+    def weight(item: tuple[str, str | None]) -> float:
+        profile = resolve_tokenizer(item[0], base_model=item[1])
+        return 0.0 if profile.exact else profile.safety_factor
+    return max(backends, key=weight)
+
+
+def covers(attempt: ModelLimits, first: ModelLimits) -> bool:
+    """The attempt's deployment takes whatever fit the first decision: at least its window, counted alike,
+    no larger output filled in."""
+    return (attempt.window is not None and first.window is not None and attempt.window >= first.window
+            and (attempt.counting_model, attempt.base_model) == (first.counting_model, first.base_model)
+            and (attempt.filled_output_tokens or 0) <= (first.filled_output_tokens or 0))
+
+
+def with_learned_window(limits: ModelLimits, learned: LearnedWindow | None) -> ModelLimits:
+    """The limits with a window a provider's overflow error named, when it is smaller (and said so)."""
+    if learned is None or (limits.window is not None and learned.window >= limits.window):
+        return limits
+    return replace(limits, window=learned.window, source=f"{limits.source}; {learned.describe()}")
+
+
+def listed_groups(group: str) -> list[str]:
+    """The groups of a comma-separated ``model`` (LiteLLM's batch completion: one call per listed group); a
+    list of more than ``MAX_LISTED_GROUPS`` is one name (unknown: no group has one)."""
+    if "," not in group:
+        return [group]
+    pieces = group.split(",", MAX_LISTED_GROUPS)
+    names = [name.strip() for name in pieces if name.strip()] if len(pieces) <= MAX_LISTED_GROUPS else []
+    return names or [group]
+
+
+def combine(group: str, parts: list[ModelLimits]) -> ModelLimits:
+    """One request sent to several groups must fit the smallest of them, counted the most conservative way."""
+    if len(parts) == 1:
+        return parts[0]
+    names = listed_groups(group)
+    counting_model, base_model = _most_conservative([(p.counting_model, p.base_model) for p in parts])
+    filled = [p.filled_output_tokens for p in parts if p.filled_output_tokens is not None]
+    routed = tuple(sorted({*names, *(g for p in parts for g in p.routed_groups)}))
+    deployments = sum(p.deployments for p in parts)
+    unknown = [name for name, p in zip(names, parts, strict=True) if p.window is None]
+    ids = tuple(dict.fromkeys(i for p in parts for i in p.deployment_ids))
+    if unknown:
+        return ModelLimits(None, f"unknown for the listed group(s) {', '.join(unknown)}", counting_model, base_model,
+                           deployments, routed, max(filled, default=None), ids)
+    window = min(p.window for p in parts if p.window is not None)
+    return ModelLimits(window, f"min over the listed groups {', '.join(names)}", counting_model, base_model,
+                       deployments, routed, max(filled, default=None), ids)

@@ -1,0 +1,146 @@
+"""Each request is decided once, through a real proxy (issue 25): the per-attempt re-check recognises the body the
+router forwards when only its ``tools`` list was rebuilt, and still decides again when a deployment merges tools.
+
+LiteLLM's router rebuilds ``kwargs["tools"]`` as a new list of the same items on every attempt
+(``Router._merge_tools_from_deployment``); a deployment's own ``litellm_params.tools`` are put in front of the
+client's. The record says how many attempts were decided again (``decided_again``): none for the first, one for
+the second, whose forwarded tools (and token count) differ from what the pre-call hook decided.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx
+import pytest
+import yaml
+
+from .harness import MASTER_KEY, start_fake_provider, start_proxy, upstream_payloads, wait_for_record
+
+pytestmark = pytest.mark.e2e
+
+CLIENT_TOOL = {"type": "function", "function": {"name": "run", "description": "Run a shell command.",
+                                                "parameters": {"type": "object", "properties": {
+                                                    "cmd": {"type": "string"}}, "required": ["cmd"]}}}
+DEPLOYMENT_TOOL = {"type": "function", "function": {
+    "name": "search_docs", "description": "Search the operator's documentation. " * 20,
+    "parameters": {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("cpu_attempts")
+    upstream = start_fake_provider(folder, {"gpt-4o-8k": 8000, "claude-sonnet-4-5-8k": 8000})
+    api_base = f"http://127.0.0.1:{upstream.port}/v1"
+    params = {"model": "openai/gpt-4o-8k", "api_base": api_base, "api_key": "fake-key"}
+    config = {
+        "model_list": [
+            {"model_name": "tooled", "litellm_params": params, "model_info": {"max_input_tokens": 8000}},
+            {"model_name": "merged", "litellm_params": {**params, "tools": [DEPLOYMENT_TOOL]},
+             "model_info": {"max_input_tokens": 8000}},
+            {"model_name": "claude", "litellm_params": {"model": "anthropic/claude-sonnet-4-5-8k", "api_key": "fake-key",
+                                                        "api_base": f"http://127.0.0.1:{upstream.port}"},
+             "model_info": {"max_input_tokens": 8000}},
+        ],
+        "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
+        "callback_settings": {"budget_hook": {}},
+    }
+    path = folder / "litellm_config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    process = start_proxy(path, log_dir=folder)
+    yield process, upstream
+    process.stop()
+    upstream.stop()
+
+
+def send(proxy, group: str, marker: str) -> tuple[httpx.Response, dict]:
+    body = {"model": group, "max_tokens": 50, "tools": [CLIENT_TOOL],
+            "messages": [{"role": "system", "content": "You run commands."},
+                         {"role": "user", "content": f"{marker}: list the files"}]}
+    response = httpx.post(f"{proxy.base_url}/v1/chat/completions", json=body, timeout=60,
+                          headers={"authorization": f"Bearer {MASTER_KEY}"})
+    assert response.status_code == 200, response.text
+    return response, wait_for_record(proxy, response.headers["x-litellm-call-id"])
+
+
+def test_tools_passing_through_the_router_are_decided_once(proxy):
+    process, upstream = proxy
+    marker = f"once-{uuid.uuid4().hex[:8]}"
+    _, record = send(process, "tooled", marker)
+    decision = record["decision"]
+    assert decision["action"] == "pass"
+    assert "decided_again" not in decision, decision  # the attempt's rebuilt tools list: the first decision stands
+    assert "attempts" not in decision
+    [payload] = [p for p in upstream_payloads(upstream) if marker in str(p["body"])]
+    assert [t["function"]["name"] for t in payload["body"]["tools"]] == ["run"]
+
+
+def test_tools_a_deployment_merges_in_are_decided_again(proxy):
+    process, upstream = proxy
+    marker = f"merged-{uuid.uuid4().hex[:8]}"
+    _, record = send(process, "merged", marker)
+    decision = record["decision"]
+    assert decision["decided_again"] == 1, decision  # the attempt carries tools the pre-call hook never counted
+    [payload] = [p for p in upstream_payloads(upstream) if marker in str(p["body"])]
+    assert [t["function"]["name"] for t in payload["body"]["tools"]] == ["search_docs", "run"]
+
+
+@pytest.mark.parametrize(("route", "body"), [
+    ("/v1/messages", {"model": "claude", "max_tokens": 50, "system": "You run commands.",
+                      "tools": [{"name": "run", "description": "Run a shell command.",
+                                 "input_schema": CLIENT_TOOL["function"]["parameters"]}],
+                      "messages": [{"role": "user", "content": "MARK: list the files"}]}),
+    ("/v1/responses", {"model": "tooled", "max_output_tokens": 50, "instructions": "You run commands.",
+                       "tools": [{"type": "function", **CLIENT_TOOL["function"]}],
+                       "input": [{"role": "user", "content": "MARK: list the files"}]}),
+])
+def test_tools_on_the_other_routes_are_decided_once(proxy, route, body):
+    process, _ = proxy
+    marker = f"route-{uuid.uuid4().hex[:8]}"
+    body = json.loads(json.dumps(body).replace("MARK", marker))
+    response = httpx.post(f"{process.base_url}{route}", json=body, timeout=60,
+                          headers={"authorization": f"Bearer {MASTER_KEY}"})
+    assert response.status_code == 200, response.text
+    decision = wait_for_record(process, response.headers["x-litellm-call-id"])["decision"]
+    assert decision["action"] == "pass" and "decided_again" not in decision, decision
+
+
+def long_history(route: str, marker: str) -> dict:
+    text = " ".join(f"{marker} line {i} of the build log, nothing to see" for i in range(120))
+    if route == "/v1/messages":
+        messages: list = [{"role": "user", "content": f"{marker}: fix the build"}]
+        for step in range(12):
+            messages += [{"role": "assistant", "content": [{"type": "tool_use", "id": f"t{step}", "name": "run",
+                                                            "input": {"cmd": "make"}}]},
+                         {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{step}", "content": text}]}]
+        messages += [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "and now?"}]
+        return {"model": "claude", "max_tokens": 50, "messages": messages,
+                "tools": [{"name": "run", "input_schema": CLIENT_TOOL["function"]["parameters"]}]}
+    if route == "/v1/responses":
+        items: list = [{"role": "user", "content": f"{marker}: fix the build"}]
+        for step in range(12):
+            items += [{"type": "function_call", "call_id": f"c{step}", "name": "run", "arguments": "{}"},
+                      {"type": "function_call_output", "call_id": f"c{step}", "output": text}]
+        items.append({"role": "user", "content": "and now?"})
+        return {"model": "tooled", "max_output_tokens": 50, "input": items,
+                "tools": [{"type": "function", **CLIENT_TOOL["function"]}]}
+    messages = [{"role": "user", "content": f"{marker}: fix the build"}]
+    for step in range(12):
+        messages += [{"role": "assistant", "content": None, "tool_calls": [
+                         {"id": f"c{step}", "type": "function", "function": {"name": "run", "arguments": "{}"}}]},
+                     {"role": "tool", "tool_call_id": f"c{step}", "content": text}]
+    messages.append({"role": "user", "content": "and now?"})
+    return {"model": "tooled", "max_tokens": 50, "messages": messages, "tools": [CLIENT_TOOL]}
+
+
+@pytest.mark.parametrize("route", ["/v1/chat/completions", "/v1/messages", "/v1/responses"])
+def test_a_trimmed_request_is_decided_once(proxy, route):
+    process, _ = proxy
+    marker = f"trim-{uuid.uuid4().hex[:8]}"
+    response = httpx.post(f"{process.base_url}{route}", json=long_history(route, marker), timeout=60,
+                          headers={"authorization": f"Bearer {MASTER_KEY}"})
+    assert response.status_code == 200, response.text
+    decision = wait_for_record(process, response.headers["x-litellm-call-id"])["decision"]
+    assert decision["action"] == "trimmed", decision
+    assert "decided_again" not in decision, decision  # the trimmed body, forwarded as decided

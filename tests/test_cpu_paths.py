@@ -1,0 +1,211 @@
+"""The cheaper paths of issue 25 decide exactly what the full ones decided.
+
+* the per-attempt check recognises the router's rebuilt ``tools`` list (the same items, by identity) and nothing
+  else: an item merged in, an equal copy, another type is decided again;
+* ``quotes_overflow`` (short texts skipped, long texts remembered, joined texts searched at their ends) answers
+  as the plain definition does, for any body (property-tested against it);
+* the resolved policy is built once per (group, routed groups, team, key) and is the one a fresh build gives;
+* a served floor is written to Redis when it rises, else at most once a minute per deployment;
+* ``marked`` counts a rewritten message once per head, tail and marker; ``Budget.as_dict`` is ``asdict``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from budget_hook.budget import compute_budget
+from budget_hook.learning import LearningSettings, overflow
+from budget_hook.learning.overflow import OVERFLOW_PHRASES, quotes_overflow
+from budget_hook.policy.layers import RESOLVED_KEPT, PolicyLayers
+from budget_hook.proxy.attempts import unchanged
+from budget_hook.proxy.shared import SharedLearning
+
+# --- the per-attempt check ------------------------------------------------------------------------------
+
+
+def test_the_routers_rebuilt_tools_list_is_the_decided_one():
+    tools = [{"type": "function", "function": {"name": "a"}}, {"type": "function", "function": {"name": "b"}}]
+    assert unchanged(tools, tools)
+    assert unchanged(list(tools), tools)  # Router._merge_tools_from_deployment: list(dep) + list(request)
+    assert unchanged([*[], *tools], tools)
+
+
+def test_anything_else_in_the_attempt_is_decided_again():
+    tools = [{"type": "function", "function": {"name": "a"}}]
+    merged = [{"type": "function", "function": {"name": "operator_tool"}}, *tools]
+    assert not unchanged(merged, tools)  # a deployment's litellm_params.tools
+    assert not unchanged([json.loads(json.dumps(tools[0]))], tools)  # equal, not the decided object
+    assert not unchanged(tuple(tools), tools)
+    assert not unchanged(None, tools) and not unchanged(tools, None)
+    assert not unchanged([], tools)
+    assert unchanged(None, None)
+
+
+# --- quotes_overflow ------------------------------------------------------------------------------------
+
+
+def reference(value: object) -> bool:
+    """The definition: every key and string searched in each of its forms, then the text-like values joined."""
+    stack: list[tuple[object, object]] = [(value, None)]
+    seen, texts = 0, []
+    while stack:
+        item, key = stack.pop()
+        seen += 1
+        if seen > overflow.MAX_INSPECTED:
+            return True
+        if isinstance(item, bytes):
+            item = item.decode("utf-8", "replace")
+        if isinstance(item, str):
+            if any(p in form for form in overflow._forms(item) for p in OVERFLOW_PHRASES):
+                return True
+            if key in overflow._TEXT_KEYS:
+                texts.append(item)
+        elif isinstance(item, dict):
+            for name, inner in reversed(list(item.items())):
+                stack.append((inner, name))
+                stack.append((name, None))
+        elif isinstance(item, (list, tuple)):
+            stack.extend((inner, key) for inner in reversed(item))
+    return len(texts) > 1 and any(any(p in form for form in overflow._forms(joined) for p in OVERFLOW_PHRASES)
+                                  for joined in ("".join(texts), " ".join(texts), "\n".join(texts)))
+
+
+PIECES = ["prompt is", " too long", "PROMPT IS TOO LONG", "maximum context", " length", "input token count",
+          "number of tokens allowed", "exceed context limit", "abc", "%20", "+", "\\u0070", "data:", "ｐｒｏｍｐｔ",
+          "\u3399ompt is too long", "\u3399", "x" * 300, "prompt", " is ", "too", " long", "", "\u200b", "é",
+          "y" * 40 + "prompt is", "too long" + "z" * 60, "dat", "a:x", "\n"]
+TEXTS = st.lists(st.sampled_from(PIECES), max_size=6).map("".join)
+KEYS = st.sampled_from(["content", "text", "role", "input", "system", "metadata", "x"]) | TEXTS
+BODIES = st.recursive(TEXTS | st.integers() | st.none(),
+                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYS, inner, max_size=4),
+                      max_leaves=20)
+
+
+@settings(max_examples=400, deadline=None)
+@given(BODIES)
+def test_quotes_overflow_answers_as_its_definition(body):
+    overflow.CLEAN_TEXTS.clear()
+    assert quotes_overflow(body) == reference(body)
+    assert quotes_overflow(body) == reference(body)  # and again, its long texts remembered clean
+
+
+@settings(max_examples=300, deadline=None)
+@given(BODIES, BODIES)
+def test_quotes_overflow_of_a_body_and_its_copy_answers_as_its_definition(body, other):
+    # LiteLLM's proxy_server_request.body is a shallow copy: the same objects, reached twice
+    data = {"messages": body, "metadata": {"x": other}, "proxy_server_request": {"body": {"messages": body}},
+            "again": [body, other]}
+    overflow.CLEAN_TEXTS.clear()
+    assert quotes_overflow(data) == reference(data)
+
+
+def test_a_phrase_split_across_long_texts_is_found():
+    head, tail = "a" * 5000 + " prompt is", " too long" + "b" * 5000
+    body = {"messages": [{"role": "user", "content": [{"type": "text", "text": head}, {"type": "text", "text": tail}]}]}
+    assert quotes_overflow(body) and reference(body)
+    assert not quotes_overflow({"messages": [{"role": "user", "content": head}]})
+
+
+def test_the_same_long_text_twice_is_searched_once():
+    text = "plain words " * 100
+    overflow.CLEAN_TEXTS.clear()
+    assert not quotes_overflow({"messages": [{"content": text}], "copy": {"messages": [{"content": text}]}})
+    assert overflow.CLEAN_TEXTS.stats()["entries"] == 1
+
+
+# --- the policy ----------------------------------------------------------------------------------------
+
+
+def test_the_resolved_policy_is_built_once_per_caller_and_group():
+    layers = PolicyLayers(base={"mode": "enforce"}, models={"g": {"target_ratio": 0.5}},
+                          teams={"t": {"max_input_tokens": 1000}})
+    first = layers.resolve(model_group="g", team_id="t")
+    assert layers.resolve(model_group="g", team_id="t") is first
+    fresh = PolicyLayers(base={"mode": "enforce"}, models={"g": {"target_ratio": 0.5}},
+                         teams={"t": {"max_input_tokens": 1000}})
+    assert fresh.resolve(model_group="g", team_id="t") == first
+    assert layers.resolve(model_group="g", routed_groups=("h",), team_id="t") is not first
+    assert layers.resolve(model_group="g") != first
+    for index in range(RESOLVED_KEPT + 10):
+        layers.resolve(model_group=f"group-{index}")
+    assert len(layers._resolved) <= RESOLVED_KEPT
+    assert layers == fresh  # the cache is no part of the configuration
+
+
+def test_a_client_cap_of_none_keeps_the_policy():
+    resolved = PolicyLayers().resolve(model_group="g")
+    assert resolved.with_client_cap(None) is resolved
+    assert resolved.with_client_cap(None, ("mode",)).ignored_client_settings == ("mode",)
+
+
+# --- the served floor ----------------------------------------------------------------------------------
+
+
+class FakeRedis:
+    def __init__(self) -> None:
+        self.evals: list[tuple] = []
+
+    async def eval(self, *args):
+        self.evals.append(args)
+        return 1
+
+
+def test_a_served_floor_is_written_when_it_rises_else_once_a_minute():
+    redis, now = FakeRedis(), [1000.0]
+    shared = SharedLearning(LearningSettings(), redis=lambda: redis, clock=lambda: now[0])
+    asyncio.run(shared.learn_served("dep", 5000))
+    asyncio.run(shared.learn_served("dep", 4000))  # not higher, and written a moment ago: nothing sent
+    assert len(redis.evals) == 1
+    asyncio.run(shared.learn_served("dep", 6000))  # a higher floor: written at once
+    assert len(redis.evals) == 2
+    asyncio.run(shared.learn_served("other", 100))  # per deployment
+    assert len(redis.evals) == 3
+    now[0] += 61
+    asyncio.run(shared.learn_served("dep", 10))  # a minute later: the expiry restarted
+    assert len(redis.evals) == 4
+
+
+# --- trimming and the budget ---------------------------------------------------------------------------
+
+
+def test_marked_counts_a_rewritten_message_once():
+    from budget_hook.counting import TokenCounter
+    from budget_hook.trimming.state import TrimState
+    from budget_hook.trimming.trim_policy import TrimPolicy
+
+    counter = TokenCounter.for_model("gpt-4o")
+    messages = [{"role": "tool", "tool_call_id": "a", "content": "word " * 3000}]
+    tokens = [counter.count_message(messages[0])]
+    state = TrimState(counter, messages, tokens, tokens[0], 100, 100, TrimPolicy())
+    calls = []
+    original = counter.count_message
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(counter, name)
+
+        def count_message(self, *args, **kwargs):
+            calls.append(1)
+            return original(*args, **kwargs)
+
+    state.counter = Counting()  # type: ignore[assignment]
+    text = messages[0]["content"]
+    first = state.marked(0, text[:1000], text[-300:], overflow_free_marker())
+    made = len(calls)
+    assert state.marked(0, text[:1000], text[-300:], overflow_free_marker()) == first and len(calls) == made
+
+
+def overflow_free_marker() -> str:
+    from budget_hook.trimming import versions
+
+    return versions._SOFT
+
+
+def test_budget_as_dict_is_asdict():
+    budget = compute_budget(16_000, requested_output_tokens=500)
+    assert budget.as_dict() == dataclasses.asdict(budget)
