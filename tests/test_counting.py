@@ -12,13 +12,9 @@ import pytest
 from budget_hook.counting import TokenCounter
 from budget_hook.counting.images import anthropic_image_tokens, image_dimensions, openai_tile_tokens
 from budget_hook.counting.media import audio_tokens, file_tokens
-from budget_hook.counting.profiles import (
-    GPT5_TOOLS_OVERHEAD,
-    OPENAI_TOKENS_PER_FUNCTION,
-    OPENAI_TOOLS_OVERHEAD,
-    resolve_tokenizer,
-)
+from budget_hook.counting.profiles import resolve_tokenizer
 from budget_hook.errors import MalformedRequestError
+from budget_hook.providers.openai import GPT5_TOOLS_OVERHEAD, OPENAI_TOKENS_PER_FUNCTION, OPENAI_TOOLS_OVERHEAD
 
 from .conftest import load_json
 

@@ -403,34 +403,34 @@ AUDITED: dict[tuple[str, str | bytes], str] = {
     ("budget_hook.counting.counter", r"([^\s\d])\1{3,}"): "finditer over message text: a run is read once",
     ("budget_hook.counting.media", rb"/Type/Pages(?![a-zA-Z])"): "PDF bytes: a literal, then one byte",
     ("budget_hook.counting.media", rb"/Count(\d{1,9})"): "PDF bytes: a literal, at most 9 digits",
-    ("budget_hook.counting.profiles", r"^(chatgpt-4o|gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o1|o3|o4|codex|computer-use)"):
+    ("budget_hook.providers.openai", r"^(chatgpt-4o|gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o1|o3|o4|codex|computer-use)"):
         "match on a model name of at most MAX_MODEL_NAME_CHARS",
-    ("budget_hook.counting.profiles", r"^(gpt-4|gpt-3\.5|gpt-35)"): "match on a bounded model name",
-    ("budget_hook.counting.profiles", r"gemini-2\.5|gemini-2-5"): "search, literals: bounded model name",
-    ("budget_hook.counting.profiles", r"gemini-(2\.0|2-0|1\.5|1-5|1\.0|pro)|gemma"): "search, literals: bounded name",
-    ("budget_hook.counting.profiles", r"llama[-_ ]?3"): "search, literals: bounded model name",
-    ("budget_hook.counting.profiles", r"^(text-embedding-|davinci-002|babbage-002)"): "match on a bounded name",
+    ("budget_hook.providers.openai", r"^(gpt-4|gpt-3\.5|gpt-35)"): "match on a bounded model name",
+    ("budget_hook.providers.gemini", r"gemini-2\.5|gemini-2-5"): "search, literals: bounded model name",
+    ("budget_hook.providers.gemini", r"gemini-(2\.0|2-0|1\.5|1-5|1\.0|pro)|gemma"): "search, literals: bounded name",
+    ("budget_hook.providers.open_models", r"llama[-_ ]?3"): "search, literals: bounded model name",
+    ("budget_hook.providers.openai", r"^(text-embedding-|davinci-002|babbage-002)"): "match on a bounded name",
     ("budget_hook.counting.profiles", r"^(gpt-|o\d|chatgpt)"): "match on a bounded model name",
-    ("budget_hook.counting.profiles", r"claude-(3|instant|2)|claude-(haiku|sonnet|opus)-3"): "search, literals",
-    ("budget_hook.counting.profiles", r"claude-(sonnet|opus)-4(-0|-1|-2025|$)|claude-4-|claude-(sonnet|opus)-4@"):
+    ("budget_hook.providers.anthropic", r"claude-(3|instant|2)|claude-(haiku|sonnet|opus)-3"): "search, literals",
+    ("budget_hook.providers.anthropic", r"claude-(sonnet|opus)-4(-0|-1|-2025|$)|claude-4-|claude-(sonnet|opus)-4@"):
         "search, literals: bounded model name",
-    ("budget_hook.counting.profiles", r"claude-(haiku|sonnet|opus)-4[-.]5"): "search, literals: bounded name",
-    ("budget_hook.counting.profiles", r"claude-(haiku|sonnet|opus)-4[-.]6"): "search, literals: bounded name",
-    ("budget_hook.learning.overflow",
+    ("budget_hook.providers.anthropic", r"claude-(haiku|sonnet|opus)-4[-.]5"): "search, literals: bounded name",
+    ("budget_hook.providers.anthropic", r"claude-(haiku|sonnet|opus)-4[-.]6"): "search, literals: bounded name",
+    ("budget_hook.providers.anthropic",
      r"prompt is too long:\s*(?P<prompt>\d[\d,]*)\s*tokens\s*>\s*(?P<window>\d[\d,]*)\s*maximum"):
         "provider error text cut to MAX_CHARS (4,000); a literal starts every try",
-    ("budget_hook.learning.overflow", r"input length and `?max_tokens`? exceed context limit:\s*(?P<prompt>\d[\d,]*)"
+    ("budget_hook.providers.anthropic", r"input length and `?max_tokens`? exceed context limit:\s*(?P<prompt>\d[\d,]*)"
      r"\s*\+\s*\d[\d,]*\s*>\s*(?P<window>\d[\d,]*)"): "provider error text, at most 4,000 characters; literal start",
-    ("budget_hook.learning.overflow", r"maximum context length is\s*(?P<window>\d[\d,]*)\s*tokens.{0,40}?requested\s*"
+    ("budget_hook.providers.openai", r"maximum context length is\s*(?P<window>\d[\d,]*)\s*tokens.{0,40}?requested\s*"
      r"\d[\d,]*\s*tokens\s*\((?P<prompt>\d[\d,]*)\s*in (?:the messages|your prompt)"):
         "provider error text, at most 4,000 characters; literal start",
-    ("budget_hook.learning.overflow", r"maximum context length is\s*(?P<window>\d[\d,]*)\s*tokens.{0,60}?request has"
+    ("budget_hook.providers.openai", r"maximum context length is\s*(?P<window>\d[\d,]*)\s*tokens.{0,60}?request has"
      r"\s*(?P<prompt>\d[\d,]*)\s*input tokens"): "provider error text, at most 4,000 characters; literal start",
-    ("budget_hook.learning.overflow", r"maximum context length is\s*(?P<window>\d[\d,]*)\s*tokens.{0,60}?resulted in"
+    ("budget_hook.providers.openai", r"maximum context length is\s*(?P<window>\d[\d,]*)\s*tokens.{0,60}?resulted in"
      r"\s*(?P<prompt>\d[\d,]*)\s*tokens"): "provider error text, at most 4,000 characters; literal start",
-    ("budget_hook.learning.overflow", r"maximum context length is\s*(?P<window>\d[\d,]*)\s*tokens"):
+    ("budget_hook.providers.openai", r"maximum context length is\s*(?P<window>\d[\d,]*)\s*tokens"):
         "provider error text, at most 4,000 characters",
-    ("budget_hook.learning.overflow", r"input token count\s*\(?(?P<prompt>\d[\d,]*)\)?\s*exceeds the maximum number of "
+    ("budget_hook.providers.gemini", r"input token count\s*\(?(?P<prompt>\d[\d,]*)\)?\s*exceeds the maximum number of "
      r"tokens allowed\s*\(?(?P<window>\d[\d,]*)\)?"): "provider error text, at most 4,000 characters",
     ("budget_hook.learning.overflow", r"""(?:^|message\\?['"]?\s*[:=]\s*\\?['"]|\s-\s|\n|\bdetail\\?['"]?\s*:\s*\\?['"])\s*$"""):
         "BOUNDED: searched on the last 60 characters before a match only",
@@ -455,7 +455,7 @@ AUDITED: dict[tuple[str, str | bytes], str] = {
         "search on a path: literals",
     ("budget_hook.proxy.route_guard", r"(completions|embeddings|responses(/compact)?|messages|[gG]enerateContent|"
      r"[rR]awPredict|converse(-stream)?|invoke(-with-response-stream)?)$"): "search on a path: literals",
-    ("budget_hook.budget.router_windows", r"claude-(sonnet-4|4-sonnet|sonnet-4[-.]5|sonnet-4[-.]6|opus-4[-.]6)$"):
+    ("budget_hook.providers.anthropic", r"claude-(sonnet-4|4-sonnet|sonnet-4[-.]5|sonnet-4[-.]6|opus-4[-.]6)$"):
         "search, literals: a bounded model name or the operator's backend",
     ("budget_hook.trimming.report", r"^\s*(error|exception|traceback|failed|failure)\b"):
         "match on the first 200 characters of a tool result",

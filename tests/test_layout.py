@@ -189,3 +189,24 @@ def test_a_cut_never_keeps_more_than_a_lighter_one(keep, other):
     with pytest.raises(PolicyError, match=keep):
         load_settings({keep: 3000, other: 2000})
     assert TrimPolicy(**{keep: 2000, other: 2000})
+
+
+def test_providers_are_pure_data_below_everything():
+    """``providers/`` is the one place a provider's knowledge lives: it imports nothing else of budget_hook (so
+    counting, learning, budget and the proxy may all read it), and each record's parts name its own family."""
+    import ast
+
+    from budget_hook.providers import PROVIDERS, provider
+
+    allowed = {"__future__", "re", "typing", "dataclasses"}
+    for path in sorted((PACKAGE / "providers").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                assert {a.name.split(".")[0] for a in node.names} <= allowed, (path.name, ast.dump(node))
+            elif isinstance(node, ast.ImportFrom):
+                assert node.level == 1 or node.module in allowed, (path.name, node.module)
+    families = [record.family for record in PROVIDERS]
+    assert len(set(families)) == len(families) and all(provider(f) is not None for f in families)
+    for record in PROVIDERS:
+        assert all(wording.provider == record.family for wording in record.overflow), record.family
+        assert record.count_endpoint is None or record.count_endpoint.provider == record.family

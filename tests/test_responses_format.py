@@ -112,7 +112,7 @@ def test_invariants_on_real_conversations_as_responses_items(body, fraction):
 
 def test_counts_match_the_chat_form_closely():
     """The same conversation counts alike in both forms; their tools are billed apart (the Responses API
-    bills declared tools closer to the cookbook's rendering: profiles.RESPONSES_TOOLS_*)."""
+    bills declared tools closer to the cookbook's rendering: providers.openai.RESPONSES_TOOLS_*)."""
     for path in CONVERSATIONS[:10]:
         chat = {k: v for k, v in conversation_request(path).items() if k != "tools"}
         assert abs(count_responses(to_responses(chat), GPT) - GPT.count_request(chat).total) <= 0.05 * GPT.count_request(chat).total + 40

@@ -16,15 +16,14 @@ decision; ``with_learned_window`` applies a window an overflow error named.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..counting import resolve_tokenizer
 from ..counting.profiles import MAX_MODEL_NAME_CHARS
+from ..providers import PROVIDERS, WindowQuirks, anthropic, provider
 from .windows import (
-    DEFAULT_ANTHROPIC_MAX_TOKENS,
     ModelLimits,
     lookup_max_input_tokens,
     lookup_max_output_tokens,
@@ -47,26 +46,27 @@ def too_long(group: str) -> ModelLimits | None:
                        "not looked up", "unknown")
 
 
-#: Claude models whose long window needs Anthropic's ``context-1m`` beta header: without it the API serves
-#: 200,000 tokens, although LiteLLM's model map lists 1,000,000 (a 300k request would pass and be refused)
-_HEADER_DEPENDENT_1M = re.compile(r"claude-(sonnet-4|4-sonnet|sonnet-4[-.]5|sonnet-4[-.]6|opus-4[-.]6)$")
-#: the window those models serve without the header
-STANDARD_CLAUDE_WINDOW = 200_000
-#: providers that serve such models only with the header the *caller* sends (others, e.g. OpenRouter,
-#: decide on their own)
-_HEADER_PROVIDERS = ("anthropic/", "bedrock/", "bedrock_converse/", "vertex_ai/", "azure_ai/", "claude-",
-                     "anthropic.", "us.anthropic.", "eu.anthropic.", "global.anthropic.", "apac.anthropic.")
+#: the window the Claude models whose 1M window needs the ``context-1m`` beta header serve without it
+#: (``windows`` of ``providers/anthropic.py``: which models, which providers need the caller to send it)
+STANDARD_CLAUDE_WINDOW = anthropic.RECORD.windows.standard_window
+#: the providers whose models' long window needs a header (each record's ``windows``)
+_HEADER_QUIRKS: tuple[WindowQuirks, ...] = tuple(record.windows for record in PROVIDERS
+                                                 if record.windows.header_dependent is not None)
 
 
-def sends_1m_beta(params: Any) -> bool:
-    """The deployment sends ``anthropic-beta: context-1m-...`` itself (``extra_headers`` or ``headers``)."""
+def _sends_header(params: Any, quirks: WindowQuirks) -> bool:
     for key in ("extra_headers", "headers"):
         headers = params.get(key) if isinstance(params, dict) else None
         if isinstance(headers, dict):
             for name, value in headers.items():
-                if str(name).lower() == "anthropic-beta" and "context-1m" in str(value):
+                if str(name).lower() == quirks.header_name and quirks.header_value in str(value):
                     return True
     return False
+
+
+def sends_1m_beta(params: Any) -> bool:
+    """The deployment sends ``anthropic-beta: context-1m-...`` itself (``extra_headers`` or ``headers``)."""
+    return _sends_header(params, anthropic.RECORD.windows)
 
 
 def header_dependent_window(backend: str, base_model: str | None, window: int, params: Any,
@@ -74,15 +74,19 @@ def header_dependent_window(backend: str, base_model: str | None, window: int, p
     """The window the deployment really serves: 200,000 for the Claude models whose 1M window needs the
     beta header, unless the deployment sends it or the operator set ``model_info.max_input_tokens``."""
     name = (base_model or backend).lower()
-    if window <= STANDARD_CLAUDE_WINDOW or not _HEADER_DEPENDENT_1M.search(without_snapshot_suffixes(name)):
-        return window, None
-    if not name.startswith(_HEADER_PROVIDERS) and "/" in name:
-        return window, None
-    explicit = isinstance(model_info, dict) and isinstance(model_info.get("max_input_tokens"), int)
-    if explicit or sends_1m_beta(params):
-        return window, None
-    return STANDARD_CLAUDE_WINDOW, (f"{backend}: {STANDARD_CLAUDE_WINDOW} without the context-1m beta header "
-                                    f"(the model map says {window})")
+    for quirks in _HEADER_QUIRKS:
+        standard = quirks.standard_window
+        if window <= standard or quirks.header_dependent is None or \
+                not quirks.header_dependent.search(without_snapshot_suffixes(name)):
+            continue
+        if not name.startswith(quirks.header_providers) and "/" in name:
+            continue
+        explicit = isinstance(model_info, dict) and isinstance(model_info.get("max_input_tokens"), int)
+        if explicit or _sends_header(params, quirks):
+            continue
+        return standard, (f"{backend}: {standard} without the {quirks.header_value} beta header "
+                          f"(the model map says {window})")
+    return window, None
 
 
 #: snapshot and version suffixes (``-20250514``, ``@20250514``, ``-v1``, ``-v2:0``, ``@default``, ``-latest``)
@@ -146,9 +150,11 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
         backends.append((backend, base_model))
         info = (infos[position] if infos is not None and position < len(infos) else None) or {}
         window = info.get("max_input_tokens") or None
-        if _is_claude(backend, base_model):
+        quirks = _fills_max_tokens(backend, base_model)
+        if quirks is not None:
             output = info.get("max_output_tokens") or info.get("max_tokens")
-            filled.append(output if isinstance(output, int) and output > 0 else _filled_output(base_model or backend))
+            filled.append(output if isinstance(output, int) and output > 0 else
+                          _filled_output(base_model or backend, quirks))
         if not window and isinstance(model_info.get("max_input_tokens"), int):
             window = model_info["max_input_tokens"]
         if not window:
@@ -162,7 +168,8 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
             ids.append(model_info["id"])
     if not deployments:
         window = lookup_max_input_tokens(group)
-        output = _filled_output(group) if _is_claude(group, None) else None
+        group_quirks = _fills_max_tokens(group, None)
+        output = _filled_output(group, group_quirks) if group_quirks is not None else None
         if window:
             window, note = header_dependent_window(group, None, window, {}, {})
             source = f"model map: {group}" + (f"; {note}" if note else "")
@@ -194,13 +201,16 @@ def routed_groups(group: str, deployments: Sequence[Mapping[str, Any]], model_li
     return tuple(sorted(names - {group}))
 
 
-def _is_claude(backend: str, base_model: str | None) -> bool:
-    return resolve_tokenizer(backend, base_model=base_model).family == "anthropic"
+def _fills_max_tokens(backend: str, base_model: str | None) -> WindowQuirks | None:
+    """The quirks of the model's provider when LiteLLM fills in its ``max_tokens`` (Claude), else None."""
+    record = provider(resolve_tokenizer(backend, base_model=base_model).family)
+    return record.windows if record is not None and record.windows.fills_max_tokens else None
 
 
-def _filled_output(model: str) -> int:
-    """What LiteLLM fills in as ``max_tokens`` for a Claude model (its maximum output, else 4,096)."""
-    return lookup_max_output_tokens(model) or DEFAULT_ANTHROPIC_MAX_TOKENS
+def _filled_output(model: str, quirks: WindowQuirks) -> int:
+    """What LiteLLM fills in as ``max_tokens`` for such a model (its maximum output, else the provider's
+    default: 4,096 for Claude)."""
+    return lookup_max_output_tokens(model) or quirks.default_max_tokens
 
 
 def _most_conservative(backends: list[tuple[str, str | None]]) -> tuple[str, str | None]:

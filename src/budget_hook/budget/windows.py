@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..providers import anthropic
+
 
 @dataclass(frozen=True)
 class ModelLimits:
@@ -80,7 +82,7 @@ def lookup_max_input_tokens(model: str) -> int | None:
 
 #: what LiteLLM sends as ``max_tokens`` to a Claude model its map does not know
 #: (``DEFAULT_ANTHROPIC_CHAT_MAX_TOKENS``)
-DEFAULT_ANTHROPIC_MAX_TOKENS = 4096
+DEFAULT_ANTHROPIC_MAX_TOKENS = anthropic.RECORD.windows.default_max_tokens
 
 
 def lookup_max_output_tokens(model: str) -> int | None:

@@ -350,26 +350,9 @@ class TokenCounter:
         if not isinstance(url, str):
             raise MalformedRequestError(f"{where}.url", "missing or not a string")
         profile = self.profile
-        if profile.image_formula == "flat":
-            return profile.image_base_tokens
-        size = images.image_dimensions(url)
-        if profile.image_formula == "gemini_tiles":
-            tile = profile.image_tile_tokens
-            return images.gemini_tile_tokens(*size, base=profile.image_base_tokens, per_tile=tile) if size else \
-                images.gemini_tile_tokens_worst_case(per_tile=tile)
-        if profile.image_formula == "anthropic":
-            return images.anthropic_image_tokens(*size) if size else images.anthropic_image_tokens_worst_case()
-        if profile.image_formula == "openai_patches":
-            multiplier = profile.image_patch_multiplier
-            if size is None:
-                return images.openai_patch_tokens_worst_case(multiplier=multiplier)
-            return images.openai_patch_tokens(*size, multiplier=multiplier)
-        base, tile = profile.image_base_tokens, profile.image_tile_tokens
-        if detail == "low":
-            return base
-        if size is None:
-            return images.openai_tile_tokens_worst_case(base=base, per_tile=tile)
-        return images.openai_tile_tokens(*size, base=base, per_tile=tile)
+        size = None if profile.image_formula == "flat" else images.image_dimensions(url)
+        return images.image_price(profile.image_formula, size, detail=detail, base=profile.image_base_tokens,
+                                  tile=profile.image_tile_tokens, multiplier=profile.image_patch_multiplier)
 
     # --- tools and other request-level parts -------------------------------------------------------
 

@@ -12,6 +12,10 @@ import base64
 import binascii
 import math
 import struct
+from collections.abc import Callable
+
+from ..providers import anthropic as _anthropic
+from ..providers import gemini as _gemini
 
 #: Bytes of a JPEG we are prepared to scan for its size marker (EXIF blocks can push it back ~64 KiB).
 _JPEG_SCAN_LIMIT = 1 << 20
@@ -141,31 +145,25 @@ def openai_patch_tokens_worst_case(*, multiplier: float) -> int:
     return math.ceil(1536 * multiplier)
 
 
-#: Anthropic resizes so the long edge is at most 1568 px and the image at most ~1.15 megapixels.
-_ANTHROPIC_MAX_EDGE = 1568
-_ANTHROPIC_MAX_PIXELS = 1_150_000
-
-
-#: what the docs' width*height/750 leaves out, measured: a 640x480 image is billed about 440 (the formula
-#: says 410), a 100x100 one about 20 (the formula says 14): 10% more, plus 10 per image
-ANTHROPIC_IMAGE_FACTOR = 1.10
-ANTHROPIC_IMAGE_FRAMING = 10
-
-
+#: Anthropic's resize rule and what its bills add to width*height/750: ``IMAGE_*`` in ``providers/anthropic.py``
 def anthropic_image_tokens(width: int, height: int) -> int:
     """Anthropic: width*height/750 after its resize rule (Claude vision docs), plus what the bills show."""
     width, height = max(width, 1), max(height, 1)
-    scale = min(1.0, _ANTHROPIC_MAX_EDGE / max(width, height), math.sqrt(_ANTHROPIC_MAX_PIXELS / (width * height)))
-    return math.ceil(width * scale * height * scale / 750 * ANTHROPIC_IMAGE_FACTOR) + ANTHROPIC_IMAGE_FRAMING
+    scale = min(1.0, _anthropic.IMAGE_MAX_EDGE / max(width, height),
+                math.sqrt(_anthropic.IMAGE_MAX_PIXELS / (width * height)))
+    return math.ceil(width * scale * height * scale / _anthropic.IMAGE_PIXELS_PER_TOKEN * _anthropic.IMAGE_FACTOR) + \
+        _anthropic.IMAGE_FRAMING
 
 
 def anthropic_image_tokens_worst_case() -> int:
-    return math.ceil(_ANTHROPIC_MAX_PIXELS / 750 * ANTHROPIC_IMAGE_FACTOR) + ANTHROPIC_IMAGE_FRAMING
+    return math.ceil(_anthropic.IMAGE_MAX_PIXELS / _anthropic.IMAGE_PIXELS_PER_TOKEN * _anthropic.IMAGE_FACTOR) + \
+        _anthropic.IMAGE_FRAMING
 
 
-#: Gemini tiles images larger than 384 px on a side into 768x768 crops (Gemini 2.0, 1.5): 258 tokens each
-GEMINI_TILE = 768
-GEMINI_SMALL_EDGE = 384
+#: Gemini tiles images larger than 384 px on a side into 768x768 crops (Gemini 2.0, 1.5): ``IMAGE_TILE``,
+#: ``IMAGE_SMALL_EDGE`` in ``providers/gemini.py``
+GEMINI_TILE = _gemini.IMAGE_TILE
+GEMINI_SMALL_EDGE = _gemini.IMAGE_SMALL_EDGE
 
 
 def gemini_tile_tokens(width: int, height: int, *, base: int, per_tile: int) -> int:
@@ -180,3 +178,43 @@ def gemini_tile_tokens(width: int, height: int, *, base: int, per_tile: int) -> 
 def gemini_tile_tokens_worst_case(*, per_tile: int) -> int:
     """An image of unknown size: as if 3072x3072 (16 tiles), the largest Gemini keeps before scaling."""
     return per_tile * 16
+
+
+def _flat(size: tuple[int, int] | None, detail: str, base: int, tile: int, multiplier: float) -> int:
+    return base
+
+
+def _gemini_tiles(size: tuple[int, int] | None, detail: str, base: int, tile: int, multiplier: float) -> int:
+    return gemini_tile_tokens(*size, base=base, per_tile=tile) if size else gemini_tile_tokens_worst_case(per_tile=tile)
+
+
+def _anthropic_formula(size: tuple[int, int] | None, detail: str, base: int, tile: int, multiplier: float) -> int:
+    return anthropic_image_tokens(*size) if size else anthropic_image_tokens_worst_case()
+
+
+def _openai_patches(size: tuple[int, int] | None, detail: str, base: int, tile: int, multiplier: float) -> int:
+    if size is None:
+        return openai_patch_tokens_worst_case(multiplier=multiplier)
+    return openai_patch_tokens(*size, multiplier=multiplier)
+
+
+def _openai_tiles(size: tuple[int, int] | None, detail: str, base: int, tile: int, multiplier: float) -> int:
+    if detail == "low":
+        return base
+    if size is None:
+        return openai_tile_tokens_worst_case(base=base, per_tile=tile)
+    return openai_tile_tokens(*size, base=base, per_tile=tile)
+
+
+#: the image formulas a profile names (``TokenizerProfile.image_formula``), each over the image's size (None:
+#: unknown, the formula's worst case), its ``detail`` and the profile's base, tile and multiplier
+FORMULAS: dict[str, Callable[[tuple[int, int] | None, str, int, int, float], int]] = {
+    "flat": _flat, "gemini_tiles": _gemini_tiles, "anthropic": _anthropic_formula, "openai_patches": _openai_patches,
+    "openai_tiles": _openai_tiles,
+}
+
+
+def image_price(formula: str, size: tuple[int, int] | None, *, detail: str, base: int, tile: int,
+                multiplier: float) -> int:
+    """Tokens of one image under ``formula`` (an unknown name: OpenAI's tiles)."""
+    return FORMULAS.get(formula, _openai_tiles)(size, detail, base, tile, multiplier)

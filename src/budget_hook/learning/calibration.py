@@ -22,28 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..providers import PROVIDERS, CountBand
 from .corrections import Correction
 
-
-@dataclass(frozen=True)
-class CountBand:
-    """The measured error of an estimate: it falls at most ``under`` below and ``over`` above the bill."""
-
-    under: float
-    over: float
-
-
 #: per counting family, from ``bench/accuracy.py`` on the held-out half of the calibration set (requests
-#: without referenced files): about the largest shortfall seen, and the 90th percentile of the over-count
-MEASURED_BANDS: dict[str, CountBand] = {
-    "anthropic": CountBand(under=0.02, over=0.37),
-    "gemini": CountBand(under=0.02, over=0.45),
-    "openai": CountBand(under=0.07, over=0.30),
-    # against the real tokenizer on the chat-templated prompt (``bench/self_hosted.py``: never under, 90th
-    # percentile of the over-count 1.36 for Mistral, 1.17 for Llama 3.1)
-    "mistral": CountBand(under=0.02, over=0.36),
-    "llama": CountBand(under=0.02, over=0.17),
-}
+#: without referenced files): about the largest shortfall seen, and the 90th percentile of the over-count;
+#: each provider's ``band`` in its record (``providers/``)
+MEASURED_BANDS: dict[str, CountBand] = {record.family: record.band for record in PROVIDERS if record.band is not None}
 DEFAULT_BAND = CountBand(under=0.05, over=0.45)
 
 

@@ -15,7 +15,7 @@ provider's 400 may quote client input (``Unrecognized request argument supplied:
 inputs are not permitted``, ``thinking.type: Input tag '<value>'``); the error of such a request teaches
 nothing, whatever it says. One lower-casing and a few substring searches per string: linear.
 
-Wordings (as the APIs answer them):
+Wordings (as the APIs answer them; each in its provider's record, ``providers/<name>.py``):
 
 * Anthropic: ``prompt is too long: 210000 tokens > 200000 maximum``; ``input length and `max_tokens`
   exceed context limit: 188240 + 21333 > 200000, decrease input length or `max_tokens` and try again``;
@@ -42,6 +42,7 @@ from typing import cast
 from urllib.parse import unquote_plus
 
 from ..counting.cache import CountCache
+from ..providers import PROVIDERS, OverflowWording
 
 MAX_CHARS = 4000
 
@@ -53,27 +54,8 @@ class Overflow:
     provider: str
 
 
-_N = r"(\d[\d,]*)"
-_PATTERNS: tuple[tuple[str, re.Pattern[str], str | None, str | None], ...] = (
-    # (provider, pattern, group holding the window, group holding the prompt tokens)
-    ("anthropic", re.compile(rf"prompt is too long:\s*(?P<prompt>{_N[1:-1]})\s*tokens\s*>\s*(?P<window>{_N[1:-1]})"
-                             r"\s*maximum", re.ASCII), "window", "prompt"),
-    ("anthropic", re.compile(rf"input length and `?max_tokens`? exceed context limit:\s*(?P<prompt>{_N[1:-1]})\s*\+"
-                             rf"\s*\d[\d,]*\s*>\s*(?P<window>{_N[1:-1]})", re.ASCII), "window", "prompt"),
-    ("openai", re.compile(rf"maximum context length is\s*(?P<window>{_N[1:-1]})\s*tokens.{{0,40}}?requested\s*"
-                          rf"\d[\d,]*\s*tokens\s*\((?P<prompt>{_N[1:-1]})\s*in (?:the messages|your prompt)",
-                          re.IGNORECASE | re.DOTALL | re.ASCII), "window", "prompt"),
-    ("openai", re.compile(rf"maximum context length is\s*(?P<window>{_N[1:-1]})\s*tokens.{{0,60}}?request has\s*"
-                          rf"(?P<prompt>{_N[1:-1]})\s*input tokens", re.IGNORECASE | re.DOTALL | re.ASCII),
-     "window", "prompt"),
-    ("openai", re.compile(rf"maximum context length is\s*(?P<window>{_N[1:-1]})\s*tokens.{{0,60}}?resulted in\s*"
-                          rf"(?P<prompt>{_N[1:-1]})\s*tokens", re.IGNORECASE | re.DOTALL | re.ASCII),
-     "window", "prompt"),
-    ("openai", re.compile(rf"maximum context length is\s*(?P<window>{_N[1:-1]})\s*tokens", re.IGNORECASE | re.ASCII),
-     "window", None),
-    ("gemini", re.compile(rf"input token count\s*\(?(?P<prompt>{_N[1:-1]})\)?\s*exceeds the maximum number of tokens "
-                          rf"allowed\s*\(?(?P<window>{_N[1:-1]})\)?", re.IGNORECASE | re.ASCII), "window", "prompt"),
-)
+#: every provider's wordings (``overflow`` in its record, ``providers/``), tried in ``PROVIDERS`` order
+_PATTERNS: tuple[OverflowWording, ...] = tuple(wording for record in PROVIDERS for wording in record.overflow)
 
 
 def _int(text: str | None) -> int | None:
@@ -102,15 +84,15 @@ def parse_overflow(text: object) -> Overflow | None:
     if not isinstance(text, str) or not text:
         return None
     text = text[:MAX_CHARS]
-    for provider, pattern, window_group, prompt_group in _PATTERNS:
-        match = pattern.search(text)
+    for wording in _PATTERNS:
+        match = wording.pattern.search(text)
         if match is None or not _anchored(text, match.start()):
             continue
-        window = _int(match.group(window_group)) if window_group else None
-        prompt = _int(match.group(prompt_group)) if prompt_group else None
+        window = _int(match.group(wording.window_group)) if wording.window_group else None
+        prompt = _int(match.group(wording.prompt_group)) if wording.prompt_group else None
         if window is None and prompt is None:
             continue
-        return Overflow(window, prompt, provider)
+        return Overflow(window, prompt, wording.provider)
     return None
 
 

