@@ -56,6 +56,7 @@ class TrimState(Versions):
         self.dropped_messages = 0
         self.dropped_tokens = 0
         self._variants = {}
+        self._marked = {}
         self._notice_sizes: dict[tuple[int, int], int] = {}
         self._graded: dict[tuple[int, int], tuple[Mapping[str, Any], int]] = {}
         self.turns = split_turns(messages)

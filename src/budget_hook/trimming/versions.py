@@ -45,7 +45,7 @@ class Versions:
     latest_start: int
     _variants: dict[tuple[int, str], Variant | None]
     #: ``marked``'s answers, per message, head, tail and marker: the heavy level and the graded cuts ask again
-    #: for what the light level (or the compaction) already counted (set on first use)
+    #: for what the light level (or the compaction) already counted
     _marked: dict[tuple[int, str, str, str], tuple[Mapping[str, Any], int]]
 
     def is_recent(self, index: int) -> bool:
@@ -56,14 +56,10 @@ class Versions:
         says exactly how many characters and tokens left (``marker`` formats ``chars``, ``total``,
         ``tokens``), and its token count. Parts that are not text (images, files) stay as they were.
         Computed once per message, head, tail and marker (the message's text never changes during a trim)."""
-        try:
-            memo = self._marked
-        except AttributeError:
-            memo = self._marked = {}
         key = (index, head, tail, marker)
-        found = memo.get(key)
+        found = self._marked.get(key)
         if found is None:
-            found = memo[key] = self._marked_uncached(index, head, tail, marker)
+            found = self._marked[key] = self._marked_uncached(index, head, tail, marker)
         return found
 
     def _marked_uncached(self, index: int, head: str, tail: str, marker: str) -> tuple[Mapping[str, Any], int]:
