@@ -9,7 +9,8 @@ Two litellm proxies, identical but for budget_hook, in front of one local fake p
 sends the same request bodies, one at a time, to both proxies in interleaved rounds (the order alternates),
 and reads the CPU each proxy process spent (utime + stime from ``/proc/<pid>/stat``, its worker children
 included) around each round. CPU time, unlike throughput, does not depend on what else runs on the
-machine, so the figures hold on 2 shared cores; the median of the rounds is kept. Printed per workload:
+machine, so the figures hold on 2 shared cores; LiteLLM's own is the median of its rounds, and what the plugin
+adds the median of the per-round differences (a drift in the machine's load moves both proxies of a round). Printed per workload:
 LiteLLM's own CPU per request (the proxy without the plugin), what the plugin adds, their ratio, and the
 goal (issue 25).
 
@@ -284,7 +285,14 @@ def measure(proxies: dict, workload: Workload, rounds: int) -> dict[str, float]:
                 send(client, proxy.base_url + workload.route, bodies)
                 time.sleep(0.3)  # this round's success callbacks run after the responses
                 per_request[name].append((cpu_seconds(proxy.pid) - before) / len(bodies))
-    return {name: statistics.median(samples) for name, samples in per_request.items()}
+    # LiteLLM's own cost: the median of the plugin-less proxy's rounds; what a plugin adds: the median of its
+    # per-round differences with that proxy (paired rounds: a drift in the machine's load moves both)
+    alone = per_request["without"]
+    out = {"without": statistics.median(alone)}
+    for name, samples in per_request.items():
+        if name != "without":
+            out[name] = out["without"] + statistics.median(w - a for w, a in zip(samples, alone, strict=True))
+    return out
 
 
 def run_table(workdir: Path, rounds: int, per_round: int, big_per_round: int, only: str | None,

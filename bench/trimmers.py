@@ -63,6 +63,9 @@ refusal or an over-budget request gives the model nothing), so read them next to
 * ``information_kept``: INFORMATION_DEFINITION below; ``information_kept_unweighted`` without the weights;
 * ``prefix_stability``: share of consecutive trimmed requests, where the client itself extended its previous
   request, whose earlier forwarded messages are an exact prefix of the later ones (``bench/replay.py``'s rule);
+  ``prefix_possible``: the share of those pairs where keeping the prefix could fit at all (the previous
+  forwarded messages plus the messages the client added count within the budget; otherwise any answer that
+  fits must change the previous request), and ``prefix_kept_where_possible`` the prefix stability over them;
 * ``cost_vs_untrimmed``: input cost under Anthropic's cache pricing (write 1.25x, read 0.1x; the cached part
   of a request is its common prefix with the previous forwarded request) against the same replay untrimmed,
   as ``bench/replay.py`` computes it (a refused request costs nothing, an over-budget one is paid as sent).
@@ -598,6 +601,10 @@ class Tally:
     valid: int = 0
     pairs: int = 0
     stable_pairs: int = 0
+    #: of ``pairs``, those where a request keeping the previous forwarded one as its prefix could fit (the
+    #: previous forwarded messages plus what the client added are within the budget), and of them the stable
+    possible_pairs: int = 0
+    possible_stable: int = 0
     latest_n: int = 0
     latest_verbatim: int = 0
     budget_use: list[float] = field(default_factory=list)
@@ -633,6 +640,8 @@ class Tally:
             "information_kept": mean(self.information),
             "information_kept_unweighted": mean(self.information_unweighted),
             "prefix_stability": share(self.stable_pairs, self.pairs), "consecutive_trimmed_pairs": self.pairs,
+            "prefix_possible": share(self.possible_pairs, self.pairs),
+            "prefix_kept_where_possible": share(self.possible_stable, self.possible_pairs),
             "cost_vs_untrimmed": round(self.cost / self.cost_untrimmed, 3) if self.cost_untrimmed else None,
         }
 
@@ -695,12 +704,14 @@ def replay(sequence: Replay, budget: int, method: Method, timing: list[float]) -
     previous: list | None = None  # the previous forwarded messages (markers stripped)
     previous_trimmed = False
     previous_original: list | None = None
+    previous_forwarded: list = []  # the previous forwarded messages as sent (for ``prefix_possible``)
     for request in sequence.requests:
         tally.requests += 1
         body = request.body
         original_items = _strip_cache_control(list(body["messages"]))
         client_extended = previous_original is not None and \
             original_items[:len(previous_original)] == previous_original
+        previous_original_before = len(previous_original) if previous_original is not None else 0
         shared = _common_prefix(previous_original, original_items) if previous_original else 0
         cached = _prefix_tokens(body, body["messages"], shared)
         tally.cost_untrimmed += CACHE_READ * cached + CACHE_WRITE * (request.tokens - cached)
@@ -719,6 +730,7 @@ def replay(sequence: Replay, budget: int, method: Method, timing: list[float]) -
             continue
         items = _strip_cache_control(forwarded)
         tokens = count(body, forwarded)
+        previous_forwarded_next = list(forwarded)
         shared = _common_prefix(previous, items) if previous is not None else 0
         cached = _prefix_tokens(body, forwarded, shared)
         tally.cost += CACHE_READ * cached + CACHE_WRITE * (tokens - cached)
@@ -727,7 +739,12 @@ def replay(sequence: Replay, budget: int, method: Method, timing: list[float]) -
             if previous_trimmed and previous is not None and client_extended:
                 tally.pairs += 1
                 tally.stable_pairs += shared == len(previous)
+                added = list(body["messages"])[previous_original_before:]
+                if count(body, [*previous_forwarded, *added]) <= budget:
+                    tally.possible_pairs += 1
+                    tally.possible_stable += shared == len(previous)
         previous, previous_trimmed = items, trimmed
+        previous_forwarded = previous_forwarded_next
     return tally
 
 
@@ -762,7 +779,8 @@ COLUMNS = (("trimmed", "trimmed"), ("refused", "refused"), ("fits", "fits"), ("v
            ("under_half_budget", "<½ budget"), ("latest_turn_verbatim", "latest turn"), ("latest_turn_n", "(n)"),
            ("newest_result_chars_kept", "newest result"), ("opening_context_kept", "opening"),
            ("information_kept", "info"), ("information_kept_unweighted", "info unw."),
-           ("prefix_stability", "prefix stab."), ("cost_vs_untrimmed", "cost"))
+           ("prefix_stability", "prefix stab."), ("prefix_possible", "prefix possible"),
+           ("prefix_kept_where_possible", "prefix kept where possible"), ("cost_vs_untrimmed", "cost"))
 
 
 def table(results: Mapping[str, Any], groups: tuple[str, ...] = ("all",)) -> str:

@@ -209,3 +209,167 @@ def overflow_free_marker() -> str:
 def test_budget_as_dict_is_asdict():
     budget = compute_budget(16_000, requested_output_tokens=500)
     assert budget.as_dict() == dataclasses.asdict(budget)
+
+
+# --- counting: the digit scan, a marker's claim, marked across requests ------------------------------------
+
+#: text of the kinds that move the scans: ASCII and other digits (Arabic-Indic, fullwidth, Devanagari), runs,
+#: letters, spaces, newlines, non-ASCII letters, emoji
+SCAN_TEXT = st.lists(st.sampled_from(list("0123456789 \n\tab~(.") + ["\u0663", "\uff17", "\u0967", "é", "\U0001f600",
+                                                                    "x" * 5, "12345"]), max_size=120).map("".join)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(SCAN_TEXT, st.text(max_size=200)))
+def test_the_digit_scan_answers_as_the_regex(text):
+    from budget_hook.counting.runs import digit_extra, digit_extra_scanned
+
+    assert digit_extra(text) == digit_extra_scanned(text)
+
+
+def test_digit_grouped_vocabularies_hold_every_number_of_up_to_three_digits_as_one_token():
+    from budget_hook.counting.encodings import get_encoding
+    from budget_hook.counting.runs import DIGIT_GROUPED
+
+    for name in DIGIT_GROUPED:
+        encoding = get_encoding(name)
+        assert all(len(encoding.encode_ordinary(str(n))) == 1 for n in range(1000)), name
+        assert all(len(encoding.encode_ordinary(digits)) == 1 for digits in ("00", "000", "007", "01")), name
+
+
+#: the counters ``renumbered`` is checked on: exact OpenAI (o200k, cl100k), Claude (digits), Gemini and an unknown
+#: model (runs, digits), DeepSeek without its vocabulary (runs), a learned correction, a template-less open model
+RENUMBERED_MODELS = ("gpt-4o", "gpt-4", "claude-sonnet-4-5", "gemini-2.5-pro", "some-unknown-model", "deepseek-chat",
+                     "mistral-large-latest")
+HEADS = st.lists(st.sampled_from(list("ab 9\n.~") + ["12", "é", "\U0001f600", "tokens", "  "]), max_size=40).map("".join)
+
+
+def _counter(model: str, corrected: bool):
+    from budget_hook.counting import TokenCounter
+    from budget_hook.counting.corrected import corrected as correct
+
+    counter = TokenCounter.for_model(model)
+    return correct(counter, 1.137, "learned x1.137") if corrected else counter
+
+
+@settings(max_examples=300, deadline=None)
+@given(model=st.sampled_from(RENUMBERED_MODELS), corrected=st.booleans(), head=HEADS, tail=HEADS,
+       claims=st.lists(st.integers(min_value=0, max_value=10**12), min_size=1, max_size=4),
+       role=st.sampled_from(["tool", "user", "assistant"]), parts=st.booleans())
+def test_a_renumbered_count_is_the_count(model, corrected, head, tail, claims, role, parts):
+    """``TokenCounter.renumbered`` (a marked message counted once, its claim's digits added arithmetically)
+    answers what ``count_message`` answers, for every claim, wherever it answers at all."""
+    from budget_hook.counting.cache import COUNT_CACHE
+    from budget_hook.counting.runs import DIGIT_GROUPED
+    from budget_hook.trimming import versions
+
+    counter = _counter(model, corrected)
+    original = {"role": role, "content": head + "x" * 40 + tail, **({"tool_call_id": "call_1"} if role == "tool" else {})}
+    if parts:
+        original = {**original, "content": [{"type": "text", "text": original["content"]},
+                                             {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]}
+    first = versions._build(original, versions._SOFT, head, tail, claims[0])
+    counts = counter.renumbered(first, digits=len(str(claims[0])))
+    # o200k / cl100k: the arithmetic path is taken; another vocabulary (Mistral's, DeepSeek's) is counted in full
+    assert (counts is not None) == (counter.profile.encoding_name in DIGIT_GROUPED)
+    for claim in claims:
+        message = versions._build(original, versions._SOFT, head, tail, claim)
+        if counts is not None:
+            COUNT_CACHE.clear()
+            assert counts(message, len(str(claim))) == counter.count_message(message)
+
+
+def test_renumbered_is_refused_where_it_cannot_be_promised():
+    from budget_hook.counting import TokenCounter
+    from budget_hook.counting.encodings import PIECE_CHARS
+
+    counter = TokenCounter.for_model("gpt-4o")
+    assert counter.renumbered({"role": "user", "content": "a" * PIECE_CHARS}, digits=1) is None  # safe_encode's cuts
+
+    class Other(TokenCounter):
+        pass
+    assert Other(counter.profile).renumbered({"role": "user", "content": "(~1 tokens)"}, digits=1) is None
+    assert Other(counter.profile).count_key({"role": "user", "content": "a"}) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(model=st.sampled_from(RENUMBERED_MODELS), corrected=st.booleans(),
+       words=st.lists(st.sampled_from(["word", "12", "999", "1000", "\n", "é", "  ", "tokens", "~"]), min_size=50,
+                      max_size=900),
+       keep=st.integers(min_value=0, max_value=600), tail_chars=st.integers(min_value=0, max_value=200))
+def test_marked_answers_as_counting_every_claim(model, corrected, words, keep, tail_chars):
+    """``marked`` (renumbered counts, its answer remembered across requests) gives the message and count that
+    counting every claimed version in full gives, first time and warm."""
+    from budget_hook.counting.cache import COUNT_CACHE
+    from budget_hook.trimming.state import TrimState
+    from budget_hook.trimming.trim_policy import TrimPolicy
+
+    counter = _counter(model, corrected)
+    text = " ".join(words)
+    messages = [{"role": "tool", "tool_call_id": "c", "content": text}]
+    head, tail = text[:keep], text[len(text) - tail_chars:] if tail_chars else ""
+
+    def state(count_with):
+        tokens = [count_with.count_message(messages[0])]
+        return TrimState(count_with, messages, tokens, tokens[0], 100, 100, TrimPolicy())
+
+    class Plain:  # counts every version in full, no renumbering, no memo
+        def __getattr__(self, name):
+            return getattr(counter, name)
+
+        def renumbered(self, *args, **kwargs):
+            return None
+
+        def count_key(self, message):
+            return None
+
+    COUNT_CACHE.clear()
+    expected = state(Plain()).marked(0, head, tail, overflow_free_marker())  # type: ignore[arg-type]
+    COUNT_CACHE.clear()
+    assert state(counter).marked(0, head, tail, overflow_free_marker()) == expected  # first time
+    assert state(counter).marked(0, head, tail, overflow_free_marker()) == expected  # warm: remembered
+
+
+def _anthropic_body(steps: int, *, mixed: bool, thinking: bool, breakpoint: int | None) -> dict:
+    messages: list[dict] = [{"role": "user", "content": "fix the failing build " + "word " * 300}]
+    for step in range(steps):
+        assistant: list[dict] = [{"type": "text", "text": f"step {step} " + "plan " * 40},
+                                 {"type": "tool_use", "id": f"t{step}", "name": "run", "input": {"cmd": f"make {step}"}}]
+        if thinking:
+            assistant.insert(0, {"type": "thinking", "thinking": "hmm " * 20, "signature": "c2ln"})
+        result: list[dict] = [{"type": "tool_result", "tool_use_id": f"t{step}", "content": "log line " * 600}]
+        if mixed and step % 3 == 0:
+            result.append({"type": "text", "text": "and a note " * 10})
+        if breakpoint == step:
+            result[0]["cache_control"] = {"type": "ephemeral"}
+        messages += [{"role": "assistant", "content": assistant}, {"role": "user", "content": result}]
+    messages += [{"role": "assistant", "content": "Done."}, {"role": "user", "content": "and now?"}]
+    return {"model": "claude-sonnet-4-5", "max_tokens": 500, "system": "You are an agent.", "messages": messages}
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=st.integers(min_value=2, max_value=14), mixed=st.booleans(), thinking=st.booleans(),
+       breakpoint=st.none() | st.integers(min_value=0, max_value=13), window=st.integers(min_value=6_000, max_value=30_000))
+def test_the_view_of_a_written_back_body_is_the_fresh_view(steps, mixed, thinking, breakpoint, window):
+    """The native recount's view reuses the conversions of the messages ``_apply`` left untouched (the same
+    objects): it equals the view built from scratch."""
+    from budget_hook.counting import TokenCounter
+    from budget_hook.errors import ContextBudgetError
+    from budget_hook.shapes import anthropic
+    from budget_hook.trimming import TrimPolicy
+
+    body = _anthropic_body(steps, mixed=mixed, thinking=thinking, breakpoint=breakpoint)
+    counter = TokenCounter.for_model("claude-sonnet-4-5")
+    view = anthropic.build_view(body)
+    try:
+        result, _ = anthropic.SHAPE._trim_view(view, counter, compute_budget(window, requested_output_tokens=500),
+                                               TrimPolicy())
+    except ContextBudgetError:
+        return
+    if not result.report.changed:
+        return
+    written = anthropic._apply(body, view, result)
+    reused = anthropic.build_view(written)  # the handoff: untouched messages' conversions reused
+    assert anthropic.build_view(written) == reused  # from scratch (the handoff is used once)
+    kept = {id(m) for m in view.request["messages"]}
+    assert any(id(m) in kept for m in reused.request["messages"])

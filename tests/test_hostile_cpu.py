@@ -347,7 +347,6 @@ HEAVY = {
     "600 tiny messages": {"messages": [{"role": "user", "content": "ok"}] * 600},
     "CJK without spaces": _chat("\u4e2d\u6587" * 4000),
     "one character repeated": _chat("\n" * 8000),
-    "many metadata keys": {**_chat("hi"), "metadata": {f"k{i}": i for i in range(10_000)}},
 }
 
 
@@ -362,6 +361,22 @@ def test_requests_that_cost_more_than_their_characters_are_decided_in_the_pool(n
     assert not offloader.inline(HEAVY[name]) and ran_on[0].startswith("budget_hook")
     asyncio.run(decide(_chat("what is the weather like today? " * 300)))  # prose of the same size stays inline
     assert ran_on[1] == "MainThread"
+
+
+def test_what_walks_the_whole_request_weighs_the_whole_request():
+    """The decision reads the content fields only: a request of small content and 10,000 metadata keys is
+    decided inline. The search for quoted overflow wording (asked when a call fails) walks everything: the
+    same request is searched in the pool."""
+    offloader = Offloader(threads=1, offload_chars=50_000)
+    body = {**_chat("hi"), "metadata": {f"k{i}": i for i in range(10_000)}}
+    ran_on = []
+
+    async def work(whole: bool):
+        return await offloader.run(lambda: ran_on.append(threading.current_thread().name), body, whole=whole)
+    asyncio.run(work(False))
+    asyncio.run(work(True))
+    assert offloader.inline(body) and not offloader.inline(body, whole=True)
+    assert ran_on[0] == "MainThread" and ran_on[1].startswith("budget_hook")
 
 
 def test_the_size_walk_never_lists_more_items_than_fit_in_its_limit():
@@ -398,9 +413,9 @@ def test_typical_requests_stay_inline():
 AUDITED: dict[tuple[str, str | bytes], str] = {
     ("budget_hook.budget.compute", r"\s*\+?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,3})?\s*"):
         "fullmatch on a client's output allowance string, at most 40 characters",
-    ("budget_hook.counting.counter", r"\d{2,}"): "findall over message text: one pass, no backtracking",
-    ("budget_hook.counting.counter", r" {2,}"): "findall over message text: one pass",
-    ("budget_hook.counting.counter", r"([^\s\d])\1{3,}"): "finditer over message text: a run is read once",
+    ("budget_hook.counting.runs", r"\d{2,}"): "findall over message text: one pass, no backtracking",
+    ("budget_hook.counting.runs", r" {2,}"): "findall over message text: one pass",
+    ("budget_hook.counting.runs", r"([^\s\d])\1{3,}"): "finditer over message text: a run is read once",
     ("budget_hook.counting.media", rb"/Type/Pages(?![a-zA-Z])"): "PDF bytes: a literal, then one byte",
     ("budget_hook.counting.media", rb"/Count(\d{1,9})"): "PDF bytes: a literal, at most 9 digits",
     ("budget_hook.providers.openai", r"^(chatgpt-4o|gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|gpt-oss|o1|o3|o4|codex|computer-use)"):

@@ -302,3 +302,44 @@ def test_a_call_id_two_requests_shared_is_marked():
     store.settle("id-1", "failure")
     store.remember("id-1", "again")  # or right after it failed
     assert store.collided("id-1")
+
+
+def test_whether_a_request_quotes_overflow_wording_is_asked_of_failures_only(monkeypatch):
+    """The search for overflow wording walks the whole request (metadata, headers, LiteLLM's copy of the body):
+    it matters only when a provider's error may echo it, so a request that succeeds is never searched, and a
+    failed one is searched once, in the pool when large; an answer never given counts as quoting."""
+    import budget_hook.proxy.outcomes as outcomes
+    from budget_hook.proxy.offload import Offloader
+    from budget_hook.proxy.records import RecordStore
+
+    searched: list[object] = []
+
+    def search(value):
+        searched.append(value)
+        return quotes_overflow(value)
+    monkeypatch.setattr(outcomes, "quotes_overflow", search)
+    plugin = SimpleNamespace(records=RecordStore(), offloader=Offloader(threads=1, offload_chars=10**6))
+    quoting = {"messages": [{"role": "user", "content": "why does it say Maximum Context Length?"}]}
+    clean = {"messages": [{"role": "user", "content": "hello"}]}
+    for call_id, body in (("ok", clean), ("quoting", quoting), ("clean", clean)):
+        plugin.records.remember(call_id, record(), None, body)
+    plugin.records.settle("ok", "success")
+    assert plugin.records.unasked("ok") == (False, None), "a success lets the request go, unsearched"
+    assert plugin.records.quoted("quoting") and plugin.records.quoted("clean"), "not asked yet: taken as quoting"
+    assert asyncio.run(outcomes.quoted(plugin, "quoting")) is True
+    assert asyncio.run(outcomes.quoted(plugin, "clean")) is False
+    assert asyncio.run(outcomes.quoted(plugin, "clean")) is False
+    assert searched == [quoting, clean], "each failed request searched once; the succeeded one never"
+    assert plugin.records.unasked("clean") == (False, None), "the request is let go once answered"
+    plugin.records.settle("clean", "failure")
+    plugin.records.update("clean", record())  # a fallback after the failure keeps the answer
+    assert asyncio.run(outcomes.quoted(plugin, "clean")) is False and len(searched) == 2
+    plugin.records.remember("blocked", record())  # a block, or the plugin's own failure: no request kept
+    assert asyncio.run(outcomes.quoted(plugin, "blocked")) is True
+    assert asyncio.run(outcomes.quoted(plugin, "unknown")) is True
+
+    def broken(value):
+        raise RecursionError("deep")
+    monkeypatch.setattr(outcomes, "quotes_overflow", broken)
+    plugin.records.remember("odd", record(), None, clean)
+    assert asyncio.run(outcomes.quoted(plugin, "odd")) is True, "a search that fails teaches nothing"

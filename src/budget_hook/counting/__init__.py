@@ -7,7 +7,10 @@
 * ``encodings``: tiktoken's encodings loaded from the litellm wheel, never the network;
 * ``cache``: the per-process LRU of counts keyed by content hash;
 * ``templated``: a deployment's own ``tokenizer.json`` and chat template, named in the settings (exact);
-* ``signatures``: Gemini thought signatures LiteLLM replays on ``/chat/completions``.
+* ``signatures``: Gemini thought signatures LiteLLM replays on ``/chat/completions``;
+* ``runs``: what other tokenizers spend beyond o200k on digit, space and letter runs; a number's tokens by its
+  length;
+* ``validation``: the structure a chat-shaped request must have to be counted.
 """
 
 from .canonical import canonical_json

@@ -9,6 +9,10 @@ Contract: ``COUNT_CACHE.get(key)`` / ``put(key, tokens)``; at most ``max_entries
 bytes each: an int key and an int), least recently used evicted first. ``configure(max_entries)``
 resizes it (0 disables caching). ``stats()`` reports size, hits and misses. Counting never depends on
 the cache for correctness: a miss recounts.
+
+Two small tuples are kept under their own keys too, for the messages a trim rewrites: a message's count
+terms (``TokenCounter.renumbered``: framing and media, raw text tokens) and the settled cut and claim of a
+marked version (``trimming.versions``), so that a warm re-trim neither tokenizes nor re-settles them.
 """
 
 from __future__ import annotations

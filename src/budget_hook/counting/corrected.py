@@ -11,7 +11,7 @@ by ``factor`` (rounding each up), so a trimmer working on it sees corrected numb
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -35,6 +35,15 @@ class CorrectedCounter(TokenCounter):
 
     def count_message(self, message: Mapping[str, Any], *, index: int = 0, pad_system: bool = False) -> int:
         return self._scale(self.base.count_message(message, index=index, pad_system=pad_system))
+
+    def count_key(self, message: Any) -> int | None:
+        key = self.base.count_key(message)
+        return None if key is None else hash((key, "corrected", self.factor))
+
+    def renumbered(self, message: Mapping[str, Any], *, index: int = 0,
+                   digits: int) -> Callable[[Mapping[str, Any], int], int] | None:
+        base = self.base.renumbered(message, index=index, digits=digits)
+        return None if base is None else lambda new_message, new_digits: self._scale(base(new_message, new_digits))
 
     def count_request(self, request: Mapping[str, Any]) -> RequestCount:
         count = self.base.count_request(request)
@@ -60,6 +69,13 @@ class _WithOverhead(TokenCounter):
 
     def count_message(self, message: Mapping[str, Any], *, index: int = 0, pad_system: bool = False) -> int:
         return self.base.count_message(message, index=index, pad_system=pad_system)
+
+    def count_key(self, message: Any) -> int | None:
+        return self.base.count_key(message)
+
+    def renumbered(self, message: Mapping[str, Any], *, index: int = 0,
+                   digits: int) -> Callable[[Mapping[str, Any], int], int] | None:
+        return self.base.renumbered(message, index=index, digits=digits)
 
     def count_request(self, request: Mapping[str, Any]) -> RequestCount:
         count = self.base.count_request(request)

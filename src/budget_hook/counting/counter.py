@@ -24,8 +24,7 @@ from __future__ import annotations
 import functools
 import json
 import math
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,20 +32,22 @@ from ..errors import MalformedRequestError
 from . import images
 from .cache import COUNT_CACHE
 from .canonical import canonical_json
-from .encodings import get_encoding
+from .encodings import PIECE_CHARS, get_encoding
 from .family_tokenizers import family_encoder
 from .media import audio_tokens, file_text, file_tokens
 from .profiles import TokenizerProfile, resolve_tokenizer, responses_extra
+from .runs import DIGIT_GROUPED, digit_extra, number_tokens, run_aware_extra
 from .signatures import signature_tokens
 from .tools import render_functions, tool_functions, tool_json, unrendered_text
+from .validation import CHAT_ROLES as CHAT_ROLES
+from .validation import validate_message as validate_message
+from .validation import validate_messages as validate_messages
 
 #: encodings that are a model family's own tokenizer (``family_tokenizers``), not tiktoken's
 FAMILY_ENCODINGS = frozenset({"mistral", "llama3", "qwen", "qwen3.5", "deepseek"})
 #: a file's name and framing around its text
 FILE_FRAMING_TOKENS = 20
-CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 _IMAGE_DETAILS = frozenset({"auto", "low", "high"})
-_DIGIT_RUNS = re.compile(r"\d{2,}")
 
 _PROFILE_IDS: dict[TokenizerProfile, int] = {}
 
@@ -127,7 +128,7 @@ class TokenCounter:
         tokens = len(self.encoding.encode_ordinary(text))
         if self.profile.digits_as_tokens:
             # o200k packs up to 3 digits in a token; a digit-by-digit tokenizer spends one per digit.
-            tokens += sum(len(run) - -(-len(run) // 3) for run in _DIGIT_RUNS.findall(text))
+            tokens += digit_extra(text)
         if self.profile.run_aware or self.profile.script_aware:
             tokens += run_aware_extra(text, runs=self.profile.run_aware)
         return tokens
@@ -236,7 +237,50 @@ class TokenCounter:
         others.sort()  # one int per entry (about 180 bytes with the LRU's bookkeeping, against ~340 for the tuple)
         return hash((self._profile_id, pad_system, tuple(others), texts))
 
+    def count_key(self, message: Any) -> int | None:
+        """What determines this counter's ``count_message(message)``, as one int (the count cache's key, the
+        profile in it); None when the message is not keyed (media, odd parts) or the counter is a subclass
+        that counts some other way. Equal keys: equal counts (memos of work derived from a count use it)."""
+        return self._cache_key(message, False) if type(self) is TokenCounter else None
+
+    def renumbered(self, message: Mapping[str, Any], *, index: int = 0,
+                   digits: int) -> Callable[[Mapping[str, Any], int], int] | None:
+        """For ``message``, whose text holds one number of ``digits`` digits standing alone (between characters
+        that are neither letters nor digits: a marker's "(~N tokens)"), a function giving the count of the same
+        message with only that number changed (the new message, its number's digits), exact, from this one
+        tokenization (cached like a count), each answer cached as ``count_message``'s; None when this counter
+        cannot promise it (a vocabulary not in ``runs.DIGIT_GROUPED``, a chat template, text long enough that
+        ``safe_encode`` might cut it)."""
+        content = message.get("content")
+        chars = len(content) if isinstance(content, str) else sum(
+            len(p["text"]) for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)) \
+            if isinstance(content, list) else 0
+        if type(self) is not TokenCounter or self.profile.encoding_name not in DIGIT_GROUPED \
+                or chars >= PIECE_CHARS // 8:
+            return None
+        key = self._cache_key(message, False)
+        terms = COUNT_CACHE.get(hash((key, "terms"))) if key is not None else None
+        if terms is None:
+            terms = self._message_terms(message, index=index, pad_system=False)
+            if key is not None:
+                COUNT_CACHE.put(hash((key, "terms")), terms)
+        fixed, text = terms[0], terms[1] - number_tokens(digits, self.profile.digits_as_tokens)
+
+        def count(new_message: Mapping[str, Any], new_digits: int) -> int:
+            tokens = max(1, fixed + self._scaled(text + number_tokens(new_digits, self.profile.digits_as_tokens)))
+            new_key = self._cache_key(new_message, False)
+            if new_key is not None:
+                COUNT_CACHE.put(new_key, tokens)
+            return tokens
+        return count
+
     def _count_message(self, message: Mapping[str, Any], *, index: int, pad_system: bool) -> int:
+        fixed, text = self._message_terms(message, index=index, pad_system=pad_system)
+        return max(1, fixed + self._scaled(text))
+
+    def _message_terms(self, message: Mapping[str, Any], *, index: int, pad_system: bool) -> tuple[int, int]:
+        """(framing and media tokens, raw text tokens) of one message: its count is
+        ``max(1, framing_and_media + _scaled(text))``."""
         where = f"messages[{index}]"
         validate_message(message, index)
         profile = self.profile
@@ -288,7 +332,7 @@ class TokenCounter:
         if isinstance(thinking, list) and thinking:
             # LiteLLM sends an assistant message's thinking blocks back to Claude: count all they carry.
             text += self.count_text(canonical_json(thinking))
-        return max(1, framing + self._scaled(text) + media)
+        return framing + media, text
 
     def _count_call(self, function: Mapping[str, Any]) -> int:
         tokens = 0
@@ -415,29 +459,6 @@ def _counter_for(model: str, base_model: str | None) -> TokenCounter:
     return counter_for(model, base_model) or TokenCounter(resolve_tokenizer(model, base_model=base_model), model=model)
 
 
-_SPACE_RUN = re.compile(r" {2,}")
-_LETTER_RUN = re.compile(r"([^\s\d])\1{3,}")
-#: the bound's terms (tests hold it against the real Mistral and Llama 3 tokenizers on adversarial text)
-SPACES_PER_TOKEN = 8
-LETTERS_PER_TOKEN = 2
-EXTRA_TOKENS_PER_UTF8_BYTE = 0.55
-
-
-def run_aware_extra(text: str, *, runs: bool = True) -> int:
-    """Tokens other tokenizers can spend on ``text`` beyond o200k's count, as an upper bound: SentencePiece
-    vocabularies spend one token per newline or tab and one per few spaces of a run, Tekken one per two
-    letters of a one-letter run, byte-level vocabularies up to one per UTF-8 byte of scripts they lack."""
-    extra = text.count("\n") + text.count("\r") + text.count("\t") if runs else 0
-    if "  " in text and runs:
-        extra += sum(-(-len(run) // SPACES_PER_TOKEN) for run in _SPACE_RUN.findall(text))
-    extra += sum(-(-len(m.group(0)) // LETTERS_PER_TOKEN) for m in _LETTER_RUN.finditer(text)) if runs else 0
-    if not text.isascii():
-        extra += math.ceil((len(text.encode("utf-8", "surrogatepass")) - len(text)) * EXTRA_TOKENS_PER_UTF8_BYTE)
-        # characters beyond the BMP (emoji): byte fallback spends all four bytes
-        extra += len(text.encode("utf-16-le", "surrogatepass")) // 2 - len(text)
-    return extra
-
-
 def _thinking_enabled(request: Mapping[str, Any]) -> bool:
     """Extended thinking, an effort level or a task budget (Anthropic fields) add a hidden prompt."""
     thinking = request.get("thinking")
@@ -452,31 +473,3 @@ def _thinking_enabled(request: Mapping[str, Any]) -> bool:
 
 def _role(message: Any) -> Any:
     return message.get("role") if isinstance(message, Mapping) else None
-
-
-def validate_messages(messages: Any) -> list[Any]:
-    if messages is None:
-        raise MalformedRequestError("messages", "missing")
-    if not isinstance(messages, list):
-        raise MalformedRequestError("messages", f"expected a list of messages, got {type(messages).__name__}")
-    return messages
-
-
-def validate_message(message: Any, index: int) -> None:
-    where = f"messages[{index}]"
-    if not isinstance(message, Mapping):
-        raise MalformedRequestError(where, f"expected an object, got {type(message).__name__}")
-    role = message.get("role")
-    if not isinstance(role, str):
-        raise MalformedRequestError(f"{where}.role", "missing or not a string")
-    if role not in CHAT_ROLES:
-        # never quoted: a role is client text (a 400's message reaches LiteLLM's error log and the record)
-        raise MalformedRequestError(f"{where}.role", f"an unknown role (expected {', '.join(sorted(CHAT_ROLES))})")
-    content = message.get("content")
-    if content is not None and not isinstance(content, (str, list)):
-        raise MalformedRequestError(
-            f"{where}.content", f"expected a string, a list of parts or null, got {type(content).__name__}"
-        )
-    tool_calls = message.get("tool_calls")
-    if tool_calls is not None and not isinstance(tool_calls, list):
-        raise MalformedRequestError(f"{where}.tool_calls", f"expected a list, got {type(tool_calls).__name__}")

@@ -28,6 +28,7 @@ below what the provider bills, and the window guarantee would go. Raising is bou
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import threading
@@ -98,6 +99,7 @@ def quantile(values: list[float], q: float) -> float:
 ANONYMOUS = "*"
 
 
+@functools.lru_cache(maxsize=1024)  # asked twice a request (the lookup, the record) of the gateway's few keys
 def teacher_of(key_hash: str | None, team_id: str | None) -> str:
     """Who taught a sample: a short hash of the caller's key (LiteLLM's hashed token), else of its team."""
     for kind, value in (("key", key_hash), ("team", team_id)):

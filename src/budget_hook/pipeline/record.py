@@ -83,7 +83,8 @@ class DecisionRecord:
     estimate_forwarded: int | None = None
     learnable: bool = False
     #: who would teach what the provider answers (a hash of the caller's key), and whether the request
-    #: itself contains overflow wording (an error quoting it back must teach nothing)
+    #: itself contains overflow wording (an error quoting it back must teach nothing): asked only when the
+    #: call fails, and set then by the adapter (``proxy.outcomes.quoted``)
     teacher: str | None = None
     quotes_overflow: bool = False
     #: the plugin's own failure: what it was and what the fail mode did

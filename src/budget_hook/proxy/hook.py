@@ -41,7 +41,7 @@ from ..budget import ModelLimits
 from ..counting import templated
 from ..counting.cache import COUNT_CACHE
 from ..errors import PolicyError
-from ..learning import Calibration, quotes_overflow, teacher_of
+from ..learning import Calibration, teacher_of
 from ..pipeline import BudgetRequest, Decision, DecisionRecord, InternalFailure, advertised, decide
 from ..pipeline.record import BUDGET_HEADERS
 from ..pipeline.request import Caller
@@ -254,17 +254,13 @@ class BudgetHookPlugin(CustomLogger):
             request = labelled(_router(), BudgetRequest(shape=shape, body=data, model_group=group, limits=limits,
                                caller=caller, client=read_client_input(data, key), calibration=calibration))
             budget_request = request
-            # and whether the request quotes overflow wording anywhere (keys, metadata, headers): a provider
-            # error that echoes it back must teach nothing
-            decided = await self.offloader.run(lambda: (decide(budget_request, self.settings), quotes_overflow(data)),
-                                               data)
-            decision, quoted = decided[0], decided[1]
+            decision = await self.offloader.run(lambda: decide(budget_request, self.settings), data)
             if decision.wants_provider_count:
                 decision = await self._with_provider_count(request, decision)
             if decision.action == "skipped":
                 return None
             new_input, decision = decision.tokens_before, chained(decision, chain, data)
-            record = annotated(DecisionRecord.build(decision, request, quotes_overflow=quoted), chain, new_input, data)
+            record = annotated(DecisionRecord.build(decision, request), chain, new_input, data)
         except Exception as exc:  # the plugin's own failure: never blame the client for it
             if isinstance(exc, InternalFailure):
                 fail_mode = exc.fail_mode
@@ -284,10 +280,11 @@ class BudgetHookPlugin(CustomLogger):
             raise BudgetHookHTTPError(spec, headers=record.headers(), shape=shape,
                                       streamed=streamed_answer(shape, data, call_type, spec))
         content = {f: forwarded.get(f) for f in shape.content_fields}
+        # ``data``: whether it quotes overflow wording is asked only if a provider's error comes (``outcomes.quoted``)
         self.records.remember(data.get("litellm_call_id"), record,
                               Decided(marker, replace(request, body={}), decision.limits,
                                       decision.resolved.policy.fail_mode, content, call_type=str(call_type),
-                                      chain=chain.held if chain is not None else None))
+                                      chain=chain.held if chain is not None else None), data)
         return forwarded
 
     async def _advertise(self, path: str, payload: Any, endpoint_args: Mapping[str, Any]) -> Any:
@@ -372,7 +369,7 @@ class BudgetHookPlugin(CustomLogger):
     async def async_post_call_failure_hook(self, request_data: dict, original_exception: Exception,
                                            user_api_key_dict: Any, traceback_str: Any = None) -> None:
         """A provider's overflow on a forwarded call is answered as a block is (``outcomes.note_overflow``)."""
-        note_overflow(self.records, request_data, original_exception, ours=BudgetHookHTTPError)
+        await note_overflow(self, request_data, original_exception, ours=BudgetHookHTTPError)
 
     async def async_post_call_response_headers_hook(self, data: dict, user_api_key_dict: Any, response: Any,
                                                     request_headers: Any = None, litellm_call_info: Any = None

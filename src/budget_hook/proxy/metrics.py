@@ -61,7 +61,10 @@ class Metrics:
         self._values: dict[str, dict[tuple[tuple[str, str], ...], float]] = defaultdict(lambda: defaultdict(float))
 
     def _key(self, name: str, labels: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-        key = tuple(sorted((k, _label(v)) for k, v in labels.items()))
+        return self._bounded(name, tuple(sorted((k, _label(v)) for k, v in labels.items())))
+
+    def _bounded(self, name: str, key: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
+        """``key``, or its ``other`` model group once the series is at its bound."""
         if key not in self._values[name] and len(self._values[name]) >= MAX_SERIES:
             key = tuple(sorted((k, "other" if k == "model_group" else v) for k, v in key))
         return key
@@ -73,14 +76,16 @@ class Metrics:
         with self._lock:
             self._values["decisions"][self._key("decisions", {**labels, "action": record.action,
                                                               "outcome": outcome})] += 1
+            # the token series share their labels: the key is made once, and checked against each series' bound
+            key = tuple(sorted((k, _label(v)) for k, v in labels.items()))
             if isinstance(record.tokens_before, int):
-                self._values["before"][self._key("before", labels)] += record.tokens_before
+                self._values["before"][self._bounded("before", key)] += record.tokens_before
             if isinstance(record.tokens_before, int) or isinstance(record.tokens_after, int):
-                self._values["after"][self._key("after", labels)] += tokens_left(record.action, record.tokens_before,
+                self._values["after"][self._bounded("after", key)] += tokens_left(record.action, record.tokens_before,
                                                                                   record.tokens_after)
             if isinstance(billed, int) and isinstance(record.estimate_forwarded, int):
-                self._values["estimate"][self._key("estimate", labels)] += record.estimate_forwarded
-                self._values["billed"][self._key("billed", labels)] += billed
+                self._values["estimate"][self._bounded("estimate", key)] += record.estimate_forwarded
+                self._values["billed"][self._bounded("billed", key)] += billed
 
         self._learned(record, group)
 

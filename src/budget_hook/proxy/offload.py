@@ -45,8 +45,8 @@ TEXT_CHUNK = 4096
 #: a chunk with fewer breaks than one per this many characters is dense
 CHARS_PER_BREAK = 16
 #: each value elsewhere in the request (metadata, headers, fields LiteLLM forwards as sent) counts as this
-#: many characters, and its text one per ``OTHER_CHARS_PER_CHAR`` characters: what the pool's work walks
-#: there (the record, the search for quoted overflow wording) costs about that next to counting text
+#: many characters, and its text one per ``OTHER_CHARS_PER_CHAR`` characters: what the search for quoted
+#: overflow wording costs there next to counting text (the decision reads none of it)
 OTHER_ITEM_WEIGHT = 10
 OTHER_CHARS_PER_CHAR = 16
 #: fields LiteLLM adds that copy the request itself (``proxy_server_request.body``): weighed once, as content
@@ -162,16 +162,18 @@ class Offloader:
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = \
             weakref.WeakKeyDictionary()
 
-    def inline(self, data: Mapping[str, Any]) -> bool:
-        """Whether a request is decided on the event loop (small enough) rather than in the pool."""
+    def inline(self, data: Mapping[str, Any], *, whole: bool = False) -> bool:
+        """Whether work on a request runs on the event loop (small enough) rather than in the pool: weighed
+        by its content fields, all the decision reads; ``whole``: work that walks the whole request (the
+        search for quoted overflow wording) weighs the rest too (``other_size``)."""
         if self.offload_chars <= 0:
             return True
         limit = self.offload_chars // cost_weight()  # a configured chat template costs more per message to count
         size = approximate_size(data, limit)
-        return size < limit and size + other_size(data, limit - size) < limit
+        return size < limit and (not whole or size + other_size(data, limit - size) < limit)
 
-    async def run(self, work: Callable[[], T], data: Mapping[str, Any]) -> T:
-        if self.inline(data):
+    async def run(self, work: Callable[[], T], data: Mapping[str, Any], *, whole: bool = False) -> T:
+        if self.inline(data, whole=whole):
             return work()
         loop = asyncio.get_running_loop()
         slots = self._slots.get(loop)

@@ -10,7 +10,9 @@
   answer a block would have (``answers.overflow_answer``), kept with the call for the error handler, and the
   exception's message rewritten for routes that render it themselves (``/v1/messages``). For a request that
   itself contains overflow wording (``DecisionRecord.quotes_overflow``: providers quote client keys and values
-  in their 400s) the answer carries no numbers from the provider's text, and nothing is learned from it.
+  in their 400s) the answer carries no numbers from the provider's text, and nothing is learned from it;
+* ``quoted``: whether a failed call's request quotes such wording, asked once per failed call (a request that
+  succeeds is never searched: the question only matters for a provider's error).
 
 The plugin is duck-typed (``records``, ``metrics``, ``learning``); ``ours`` is the adapter's own error type
 (its refusals teach nothing) and ``router`` LiteLLM's router (or None).
@@ -24,9 +26,10 @@ import json
 import logging
 import traceback
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from ..learning import Overflow
+from ..learning import Overflow, parse_overflow, quotes_overflow
 from ..pipeline import BudgetRequest, DecisionRecord, InternalFailure
 from .answers import ProviderOverflow, overflow_answer, provider_overflow
 from .feedback import deployment_id, learn_from_error, learn_from_usage, provider_prompt_tokens
@@ -58,10 +61,27 @@ def purge_later(records: Any) -> None:
         asyncio.get_running_loop().call_later(records.failed_seconds + 1.0, records.purge)
 
 
-def note_overflow(records: Any, request_data: Any, exception: Any, *, ours: type) -> ProviderOverflow | None:
+async def quoted(plugin: Any, call_id: Any) -> bool:
+    """Whether the request of a call that failed quotes overflow wording anywhere (keys, metadata, headers:
+    ``learning.quotes_overflow``), asked of the request the pre-call hook saw, once per call, in the pool when
+    it is large; True when it cannot be known. A provider's error that may echo it back teaches nothing."""
+    records = plugin.records
+    unasked, source = records.unasked(call_id)
+    if unasked:
+        try:
+            quotes = await plugin.offloader.run(lambda: quotes_overflow(source), source, whole=True)
+        except Exception:  # the search's own problem: the error is taken as an echo (it teaches nothing)
+            logger.exception("budget_hook: could not search a request for overflow wording")
+            quotes = True
+        records.answer_quoted(call_id, quotes)
+    return bool(records.quoted(call_id))
+
+
+async def note_overflow(plugin: Any, request_data: Any, exception: Any, *, ours: type) -> ProviderOverflow | None:
     """A provider's overflow on a call this plugin forwarded: answered as our own block would be."""
     if not isinstance(request_data, Mapping) or isinstance(exception, ours):
         return None
+    records = plugin.records
     call_id = request_data.get("litellm_call_id")
     decided, record = records.decided(call_id), records.find(call_id)
     if decided is None or record is None:
@@ -69,7 +89,7 @@ def note_overflow(records: Any, request_data: Any, exception: Any, *, ours: type
     overflow = provider_overflow(exception)
     if overflow is None:
         return None
-    if getattr(record, "quotes_overflow", False):
+    if await quoted(plugin, call_id):
         # the request holds overflow wording a provider may echo back: still answered as an overflow (it
         # teaches nothing: ``feedback``), but with no numbers taken from the provider's text
         overflow = Overflow(None, None, overflow.provider)
@@ -135,6 +155,10 @@ async def log_outcome(plugin: Any, outcome: str, kwargs: dict, response_obj: Any
         else:
             entry["error"] = describe_error(kwargs.get("exception"), with_text=record.log_content)
             if not shared_id:
+                # the request is searched only for an error that reads as an overflow (the only one that teaches)
+                error = kwargs.get("exception")
+                overflow = parse_overflow(str(getattr(error, "message", None) or error)) if error is not None else None
+                record = replace(record, quotes_overflow=overflow is None or await quoted(plugin, call_id))
                 learned = await learn_from_error(plugin.learning, kwargs, record, ours=ours,
                                                  configured=configured_window(router, deployment_id(kwargs)))
             purge_later(plugin.records)

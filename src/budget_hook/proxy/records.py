@@ -54,6 +54,12 @@ class _Call(Generic[R]):
     #: the provider refused the forwarded request as too long: how the client is answered instead
     #: (``answers.ProviderOverflow``), set by the failure hook, read by the error handler
     overflow: Any = None
+    #: the request as the pre-call hook saw it (the very object LiteLLM holds for the call anyway), kept only
+    #: until a failure asks whether it quotes overflow wording (``quoted``): asked of failures only, never
+    #: walked for a request that succeeds
+    source: Any = None
+    #: whether the request quotes overflow wording (``learning.quotes_overflow`` of ``source``), once asked
+    quoted: bool | None = None
 
 
 class RecordStore(Generic[R]):
@@ -72,8 +78,9 @@ class RecordStore(Generic[R]):
         self._owners: OrderedDict[int, str] = OrderedDict()
         self._aliases: OrderedDict[str, str] = OrderedDict()
 
-    def remember(self, call_id: Any, record: R, decided: Decided | None = None) -> None:
-        """A call's record (a new decision: what an earlier one left for attempts goes with it)."""
+    def remember(self, call_id: Any, record: R, decided: Decided | None = None, source: Any = None) -> None:
+        """A call's record (a new decision: what an earlier one left for attempts goes with it); ``source``:
+        the request it decided, for ``quoted``."""
         if not isinstance(call_id, str):
             return
         if call_id in self._records or call_id in self._failed:
@@ -81,7 +88,7 @@ class RecordStore(Generic[R]):
             self._collided.move_to_end(call_id)
             while len(self._collided) > self.in_flight:
                 self._collided.popitem(last=False)
-        self._records[call_id] = _Call(record, decided)
+        self._records[call_id] = _Call(record, decided, source=source)
         self._records.move_to_end(call_id)
         while len(self._records) > self.in_flight:
             self._records.popitem(last=False)
@@ -122,9 +129,10 @@ class RecordStore(Generic[R]):
         call_id = self._own(call_id)
         call = self._records.get(call_id)
         if call is None and call_id in self._failed:
-            call = self._failed.pop(call_id)[1]
-            self.remember(call_id, call.record, call.decided)
+            failed = self._failed.pop(call_id)[1]
+            self.remember(call_id, failed.record, failed.decided, failed.source)
             call = self._records[call_id]
+            call.quoted = failed.quoted
         if call is not None:
             call.record = record
 
@@ -148,6 +156,25 @@ class RecordStore(Generic[R]):
         call = self._call(call_id) if isinstance(call_id, str) else None
         return call.decided if call is not None else None
 
+    def unasked(self, call_id: Any) -> tuple[bool, Any]:
+        """Whether the call's request quotes overflow wording is not known yet, and the request to ask
+        (None: none kept: an unknown call, a block, the plugin's own failure; ``quoted`` then says True)."""
+        call = self._call(call_id) if isinstance(call_id, str) else None
+        return (call is not None and call.quoted is None and call.source is not None,
+                call.source if call is not None else None)
+
+    def answer_quoted(self, call_id: Any, quotes: bool) -> None:
+        """The answer to ``unasked``: kept with the call, and the request let go."""
+        call = self._call(call_id) if isinstance(call_id, str) else None
+        if call is not None and call.quoted is None:
+            call.quoted, call.source = quotes, None
+
+    def quoted(self, call_id: Any) -> bool:
+        """Whether the call's request quotes overflow wording (``answer_quoted``); True when that was never
+        answered: an error that may echo the client teaches nothing."""
+        call = self._call(call_id) if isinstance(call_id, str) else None
+        return call is None or call.quoted is not False
+
     def note_overflow(self, call_id: Any, answer: Any) -> None:
         """The provider refused this forwarded call as too long: ``answer`` is how its client is answered."""
         call = self._call(call_id) if isinstance(call_id, str) else None
@@ -163,6 +190,8 @@ class RecordStore(Generic[R]):
         """The record for a finished call. A success is final; a failure keeps it for a little while."""
         call_id = self._own(call_id)
         call = self._records.pop(call_id, None)
+        if call is not None and call.quoted is None and outcome == "success":
+            call.source = None  # a success asks nothing of the request
         if outcome == "success":
             failed = self._failed.pop(call_id, None)
             return call.record if call is not None else (failed[1].record if failed else None)
@@ -202,7 +231,9 @@ def attach_record(data: dict, key: str, record: Any, name: str = "budget_hook") 
     metadata = dict(data.get(key) or {}) if isinstance(data.get(key), Mapping) else {}
     spend = metadata.get("spend_logs_metadata")
     spend = dict(spend) if isinstance(spend, Mapping) else {}
-    spend[name] = record.as_dict(content=False)
+    attached: dict[str, Any] = record.as_dict()
+    # the same facts without any dropped content (made once: the usual record holds none)
+    spend[name] = record.as_dict(content=False) if "dropped_content" in attached else dict(attached)
     metadata["spend_logs_metadata"] = spend
     if getattr(record, "action", None) == "blocked":
         earlier = metadata.get(GUARDRAIL_KEY)
@@ -212,7 +243,6 @@ def attach_record(data: dict, key: str, record: Any, name: str = "budget_hook") 
         metadata[GUARDRAIL_KEY] = [*kept, {"guardrail_name": name, "guardrail_provider": name,
                                            "guardrail_mode": "pre_call", "guardrail_status": "guardrail_intervened",
                                            name: spend[name]}]
-    attached: dict[str, Any] = record.as_dict()
     metadata[name] = attached
     data[key] = metadata
     return attached

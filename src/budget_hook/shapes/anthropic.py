@@ -28,6 +28,7 @@ A block uses Anthropic's own sentence, ``prompt is too long: N tokens > M maximu
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -80,10 +81,21 @@ def _parts(content: Any) -> list[Any]:
     return [{"type": "text", "text": content}] if isinstance(content, str) else list(content or [])
 
 
+#: a native message's part of the view: (the message, keep_thinking, its view messages, each one's native
+#: blocks (None: the whole message), which of them are never edited)
+_Converted = tuple[Any, bool, list[dict[str, Any]], list["tuple[int, ...] | None"], tuple[int, ...]]
+#: per thread, the conversions of the view ``_apply`` wrote back, for the view of the body it returned (the
+#: native recount that follows at once): its untouched messages are the same objects, converted alike
+_HANDOFF = threading.local()
+
+
 def build_view(body: Mapping[str, Any]) -> View:
     """The chat-shaped view: one view message per unit that can be trimmed (see the module's notes)."""
     if not isinstance(body, Mapping) or not isinstance(body.get("messages"), list):
         raise MalformedRequestError("messages", "missing or not a list")
+    pending = getattr(_HANDOFF, "pending", None)
+    _HANDOFF.pending = None
+    earlier: Mapping[int, _Converted] = pending[1] if pending is not None and pending[0] is body else {}
     # The envelope only (system, tools, options): messages are converted one by one below, with their map.
     converted = envelope(body)
     view_messages: list[dict[str, Any]] = []
@@ -97,50 +109,81 @@ def build_view(body: Mapping[str, Any]) -> View:
     no_edit: set[int] = set()
     for index, message in enumerate(native):
         keep_thinking = index >= current_turn
-        where = f"messages[{index}]"
         content = message.get("content") if isinstance(message, Mapping) else None
-        if not isinstance(content, list):
-            for part in convert_message(message, where, keep_thinking=keep_thinking, inline_tool_images=True):
-                view_messages.append(part)
-                refs.append(_Ref(index, None))
-            continue
-        if any(_has_cache_control(block) for block in content):
+        if isinstance(content, list) and any(_has_cache_control(block) for block in content):
             last_breakpoint = index
-        results = [i for i, block in enumerate(content) if _kind(block) == "tool_result"]
-        result_set = set(results)
-        rest = [i for i in range(len(content)) if i not in result_set]
-        for block_index in results:
-            single = {"role": message.get("role"), "content": [content[block_index]]}
-            for part in convert_message(single, f"{where}.content[{block_index}]", keep_thinking=keep_thinking,
-                                         inline_tool_images=True):
-                view_messages.append(part)
-                refs.append(_Ref(index, (block_index,)))
-        if results and rest:
-            # Text or images sent along with tool results (e.g. a file the tool attached) belong to the
-            # same exchange, not to a new turn: they join the last result's view message, so they stay
-            # or leave with it and the turn boundary stays where Anthropic's is.
-            # Never edited: compacting would cut the user's own text, which must stay as sent.
-            extra = convert_message({"role": "user", "content": [content[i] for i in rest]}, where,
-                                     inline_tool_images=True)
-            last = view_messages[-1]
-            parts = _parts(last["content"])
-            for extra_message in extra:
-                extra_parts = extra_message.get("content")
-                parts.extend(_parts(extra_parts))
-            view_messages[-1] = {**last, "content": parts}
-            refs[-1] = _Ref(index, (results[-1], *rest))
-            no_edit.add(len(view_messages) - 1)
-        elif rest or not results:
-            remaining = {"role": message.get("role"), "content": [content[i] for i in rest]}
-            frozen = any(isinstance(content[i], Mapping) and _kind(content[i]) not in _EDITABLE_BLOCKS for i in rest)
-            for part in convert_message(remaining, where, keep_thinking=keep_thinking, inline_tool_images=True):
-                if frozen:  # signed thinking, server-tool blocks...: stays whole or leaves with its turn
-                    no_edit.add(len(view_messages))
-                view_messages.append(part)
-                refs.append(_Ref(index, tuple(rest)))
+        found = earlier.get(id(message))
+        if found is None or found[0] is not message or found[1] != keep_thinking:
+            found = (message, keep_thinking, *_convert(message, f"messages[{index}]", keep_thinking))
+        _, _, parts, blocks, frozen = found
+        if frozen:
+            no_edit.update(len(view_messages) + offset for offset in frozen)
+        view_messages.extend(parts)
+        refs.extend([_Ref(index, block) for block in blocks])
     cache_prefix = frozenset(i for i, ref in enumerate(refs) if ref is not None and ref.message <= last_breakpoint)
     request = {**converted, "messages": view_messages}
     return View(request, tuple(refs), no_edit=frozenset(no_edit), protected=cache_prefix)
+
+
+def _conversions(body: Mapping[str, Any], view: View) -> dict[int, _Converted]:
+    """``build_view``'s conversions of ``body``'s messages, read back from its ``view`` (by message identity)."""
+    native = body["messages"]
+    current_turn = current_turn_start(native)
+    groups: dict[int, list[int]] = {}
+    for view_index, ref in enumerate(view.refs):
+        if ref is not None:
+            groups.setdefault(ref.message, []).append(view_index)
+    messages = view.request["messages"]
+    return {id(native[index]): (native[index], index >= current_turn, [messages[i] for i in indexes],
+                                [view.refs[i].blocks for i in indexes],
+                                tuple(k for k, i in enumerate(indexes) if i in view.no_edit))
+            for index, indexes in groups.items()}
+
+
+_Parts = tuple[list[dict[str, Any]], list["tuple[int, ...] | None"], tuple[int, ...]]
+
+
+def _convert(message: Any, where: str, keep_thinking: bool) -> _Parts:
+    """One native message's view messages, their native blocks and which are never edited (offsets among them)."""
+    content = message.get("content") if isinstance(message, Mapping) else None
+    parts: list[dict[str, Any]] = []
+    blocks: list[tuple[int, ...] | None] = []
+    frozen: list[int] = []
+    if not isinstance(content, list):
+        parts = list(convert_message(message, where, keep_thinking=keep_thinking, inline_tool_images=True))
+        return parts, [None] * len(parts), ()
+    results = [i for i, block in enumerate(content) if _kind(block) == "tool_result"]
+    result_set = set(results)
+    rest = [i for i in range(len(content)) if i not in result_set]
+    for block_index in results:
+        single = {"role": message.get("role"), "content": [content[block_index]]}
+        for part in convert_message(single, f"{where}.content[{block_index}]", keep_thinking=keep_thinking,
+                                     inline_tool_images=True):
+            parts.append(part)
+            blocks.append((block_index,))
+    if results and rest:
+        # Text or images sent along with tool results (e.g. a file the tool attached) belong to the
+        # same exchange, not to a new turn: they join the last result's view message, so they stay
+        # or leave with it and the turn boundary stays where Anthropic's is.
+        # Never edited: compacting would cut the user's own text, which must stay as sent.
+        extra = convert_message({"role": "user", "content": [content[i] for i in rest]}, where,
+                                 inline_tool_images=True)
+        last = parts[-1]
+        joined = _parts(last["content"])
+        for extra_message in extra:
+            joined.extend(_parts(extra_message.get("content")))
+        parts[-1] = {**last, "content": joined}
+        blocks[-1] = (results[-1], *rest)
+        frozen.append(len(parts) - 1)
+    elif rest or not results:
+        remaining = {"role": message.get("role"), "content": [content[i] for i in rest]}
+        signed = any(isinstance(content[i], Mapping) and _kind(content[i]) not in _EDITABLE_BLOCKS for i in rest)
+        for part in convert_message(remaining, where, keep_thinking=keep_thinking, inline_tool_images=True):
+            if signed:  # signed thinking, server-tool blocks...: stays whole or leaves with its turn
+                frozen.append(len(parts))
+            parts.append(part)
+            blocks.append(tuple(rest))
+    return parts, blocks, tuple(frozen)
 
 
 def anthropic_to_openai_chat(body: Mapping[str, Any]) -> dict[str, Any]:
@@ -257,7 +300,9 @@ def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str,
                               {"role": "user", "content": [{"type": "text", "text": notice.text}]})
     # Anthropic requires alternating roles: what the trim made neighbours (the opening context and the next
     # kept turn, the notice and either) becomes one message.
-    return {**body, "messages": merge_new_neighbours(placed, lambda m: m.get("role"), _merge)}
+    new_body = {**body, "messages": merge_new_neighbours(placed, lambda m: m.get("role"), _merge)}
+    _HANDOFF.pending = (new_body, _conversions(body, view))
+    return new_body
 
 
 def _merge(first: Mapping[str, Any], second: Mapping[str, Any]) -> dict[str, Any]:

@@ -19,7 +19,15 @@ from typing import Any, Literal
 from ..budget import Budget
 from ..counting import TokenCounter
 from ..errors import CannotFitError
-from ..trimming import EDITING_ACTIONS, MessageAction, TrimPolicy, TrimResult, check_native_fit, trim_request
+from ..trimming import (
+    EDITING_ACTIONS,
+    MessageAction,
+    TrimPolicy,
+    TrimResult,
+    check_native_fit,
+    content_hash,
+    trim_request,
+)
 
 
 @dataclass(frozen=True)
@@ -204,7 +212,8 @@ class ConversationShape(Shape):
         view_budget = budget
         for attempt in range(4):
             try:
-                result, protected_given_up = self._trim_view(view, counter, view_budget, policy)
+                result, protected_given_up = self._trim_view(view, counter, view_budget, policy,
+                                                             hash_actions=self.native_action is None)
             except CannotFitError:
                 if not attempt:
                     raise
@@ -227,19 +236,25 @@ class ConversationShape(Shape):
         check_native_fit(counter, budget, report.tokens_before, tokens_after, remedy=self.remedy)
         native_action = self.native_action
         actions = tuple(native_action(a, view, body) for a in report.actions) if native_action else report.actions
+        # an action no native message stands for keeps its view message's hash (computed only then)
+        messages = view.request["messages"]
+        actions = tuple(a if a.content_hash else replace(a, content_hash=content_hash(messages[v.index]))
+                        for a, v in zip(actions, report.actions, strict=True))
         return TrimResult(new_body, replace(report, budget=budget, tokens_after=tokens_after, actions=actions))
 
     @staticmethod
-    def _trim_view(view: View, counter: TokenCounter, budget: Budget, policy: TrimPolicy) -> tuple[TrimResult, bool]:
-        """Trim the view, its protected prefix kept if anything fits so (then ``False``), else given up."""
+    def _trim_view(view: View, counter: TokenCounter, budget: Budget, policy: TrimPolicy, *,
+                   hash_actions: bool = True) -> tuple[TrimResult, bool]:
+        """Trim the view, its protected prefix kept if anything fits so (then ``False``), else given up.
+        ``hash_actions``: False for a shape whose native actions name their own messages' hashes."""
         try:
-            return trim_request(view.request, counter=counter, budget=budget, policy=policy,
-                                protected=view.protected, no_edit=view.no_edit, keep=view.keep), False
+            return trim_request(view.request, counter=counter, budget=budget, policy=policy, protected=view.protected,
+                                no_edit=view.no_edit, keep=view.keep, hash_actions=hash_actions), False
         except CannotFitError:
             if not view.protected:
                 raise
         return trim_request(view.request, counter=counter, budget=budget, policy=policy, no_edit=view.no_edit,
-                            keep=view.keep), True
+                            keep=view.keep, hash_actions=hash_actions), True
 
 
 @dataclass(frozen=True)

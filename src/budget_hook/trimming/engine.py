@@ -37,12 +37,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Collection, Mapping
+from dataclasses import replace
 from typing import Any
 
 from ..budget import Budget
 from ..counting import TokenCounter
 from .ladder import STAGES
-from .report import TrimReport, TrimResult, cannot_fit
+from .report import TrimReport, TrimResult, cannot_fit, content_hash
 from .state import TrimState
 from .trim_policy import TrimPolicy
 
@@ -56,11 +57,13 @@ def trim_request(
     protected: Collection[int] = (),
     no_edit: Collection[int] = (),
     keep: Collection[int] = (),
+    hash_actions: bool = True,
 ) -> TrimResult:
     """``protected``: indexes never dropped or edited (e.g. a provider prompt-cache prefix). ``no_edit``:
     indexes that may leave with their unit but are never rewritten (e.g. an assistant message carrying
     signed thinking blocks). ``keep``: indexes never dropped but which may be compacted (e.g. a tool
-    result whose call lives on the server)."""
+    result whose call lives on the server). ``hash_actions``: each action names its message's
+    ``content_hash`` (False: left empty, for a shape that names the native message instead)."""
     count = counter.count_request(request)
     messages: list[Mapping[str, Any]] = request["messages"]
     target = min(budget.budget, math.floor(budget.budget * policy.target_ratio))
@@ -94,7 +97,8 @@ def trim_request(
         tokens_after=state.total,
         budget=budget,
         target=target,
-        actions=tuple(state.actions[index] for index in sorted(state.actions)),
+        actions=tuple(replace(state.actions[index], content_hash=content_hash(messages[index])) if hash_actions
+                      else state.actions[index] for index in sorted(state.actions)),
         dropped_turns=state.dropped_turns(),
         protected_tokens=sizes,
         notice=notice,

@@ -20,7 +20,6 @@ from .report import (
     Notice,
     all_text,
     content_chars,
-    content_hash,
     message_text,
     notice_text,
 )
@@ -368,7 +367,7 @@ class TrimState(Versions):
             tokens_after=new_tokens,
             chars_before=content_chars(original),
             chars_after=content_chars(new_message),
-            content_hash=content_hash(original),
+            content_hash="",  # hashed once, for the final actions only (``engine.trim_request``)
             tool_call_id=original.get("tool_call_id"),
         )
         self.total -= self.tokens[index] - new_tokens
@@ -414,7 +413,7 @@ class TrimState(Versions):
             tokens_after=0,
             chars_before=content_chars(original),
             chars_after=0,
-            content_hash=content_hash(original),
+            content_hash="",  # hashed once, for the final actions only (``engine.trim_request``)
             tool_call_id=original.get("tool_call_id"),
         )
         self.total -= self.tokens[index]

@@ -3,10 +3,11 @@ images replaced, each computed once from the original with a marker whose figure
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..counting import TokenCounter
+from ..counting.cache import COUNT_CACHE
 from .report import (
     COMPACTED_MARKER,
     SHORTENED_MARKER,
@@ -31,6 +32,8 @@ _SHORTEN = f"\n{SHORTENED_MARKER} by the gateway to fit the context budget: {{ch
            "(~{tokens} tokens) removed]"
 _SHORTEN_MIDDLE = f"\n{SHORTENED_MARKER} by the gateway to fit the context budget: {{chars}} of {{total}} " \
                   "characters (~{tokens} tokens) removed from the middle]\n"
+#: how every marker states its claim: a number standing alone, which ``TokenCounter.renumbered`` counts by length
+_CLAIM = "(~{tokens} tokens)"
 
 
 class Versions:
@@ -63,36 +66,51 @@ class Versions:
         return found
 
     def _marked_uncached(self, index: int, head: str, tail: str, marker: str) -> tuple[Mapping[str, Any], int]:
+        """``marked``'s answer: the settled cut and claim are remembered across requests (``COUNT_CACHE``), by
+        what determines them: the message as counted (``TokenCounter.count_key``), its count, head, tail, marker."""
         original = self.messages[index]
-        text = message_text(original)
+        count_key = self.counter.count_key(original)
+        memo = None if count_key is None else hash((count_key, "marked", self.original_tokens[index], len(head),
+                                                    hash(head), len(tail), hash(tail), marker))
+        settled = COUNT_CACHE.get(memo) if memo is not None else None
+        if settled is None:
+            settled = self._settle_claim(index, head, tail, marker)
+            if memo is not None:
+                COUNT_CACHE.put(memo, settled)
+        head_chars, tail_chars, claimed, tokens = settled
+        return _build(original, marker, head[:head_chars], tail[len(tail) - tail_chars:], claimed), tokens
+
+    def _settle_claim(self, index: int, head: str, tail: str, marker: str) -> tuple[int, int, int, int]:
+        """(characters of ``head`` and of ``tail`` kept, the claim, the count) of the marked message whose claim
+        is true, or as near as 12 tries get."""
+        original = self.messages[index]
         original_tokens = self.original_tokens[index]
-        content = original.get("content")
-        parts = content if isinstance(content, list) else None
-
-        def build(head: str, tail: str, claimed: int) -> Mapping[str, Any]:
-            new_text = head + marker.format(chars=len(text) - len(head) - len(tail), total=len(text),
-                                            tokens=claimed) + tail
-            if parts is None:
-                return {**original, "content": new_text}
-            texts = [p for p in parts if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
-            kind = texts[0].get("type", "text") if texts else "text"
-            return {**original, "content": [{"type": kind, "text": new_text}, *(p for p in parts if p not in texts)]}
-
         claimed, tried = 0, set()
-        new_message, new_tokens = original, original_tokens
+        # for this head and tail, the count from the claim's digits alone (``TokenCounter.renumbered``: one
+        # tokenization, where the counter can promise it; the claim stands alone as "(~N tokens)")
+        counts: Callable[[Mapping[str, Any], int], int] | None = None
+        renumber = _CLAIM in marker
+        settled = (len(head), len(tail), claimed, original_tokens)
         for _ in range(12):  # the claim is part of what is counted: settle on a number that is true
-            new_message = build(head, tail, claimed)
-            new_tokens = self.counter.count_message(new_message, index=index)
+            new_message = _build(original, marker, head, tail, claimed)
+            digits = len(str(claimed))
+            if counts is None and renumber:
+                counts = self.counter.renumbered(new_message, index=index, digits=digits)
+                renumber = counts is not None
+            new_tokens = counts(new_message, digits) if counts is not None else \
+                self.counter.count_message(new_message, index=index)
+            settled = (len(head), len(tail), claimed, new_tokens)
             saved = original_tokens - new_tokens
             if saved == claimed:
                 break
             if saved in tried:  # no number is true here (999 is one token, 1000 two): cut a little more
                 claimed = max(claimed, saved)
                 head, tail = (head[:-4], tail) if head else (head, tail[4:])
+                counts = None  # another text: counted again
                 continue
             tried.add(claimed)
             claimed = max(0, saved)
-        return new_message, new_tokens
+        return settled
 
     def variant(self, index: int, level: str) -> Variant | None:
         """The message's version at ``level`` ("light": a tool result softened, old images replaced; "heavy":
@@ -193,3 +211,16 @@ class Versions:
         if keep == floor == self.policy.tool_result_keep_chars and action == "compacted":
             new_message, new_tokens = self.marked(index, text[:floor], "", _COMPACT)
         return new_message, new_tokens
+
+
+def _build(original: Mapping[str, Any], marker: str, head: str, tail: str, claimed: int) -> Mapping[str, Any]:
+    """``original`` with its text cut to ``head`` + the marker (claiming ``claimed`` tokens) + ``tail``; parts
+    that are not text stay, after the one text part."""
+    text = message_text(original)
+    new_text = head + marker.format(chars=len(text) - len(head) - len(tail), total=len(text), tokens=claimed) + tail
+    content = original.get("content")
+    if not isinstance(content, list):
+        return {**original, "content": new_text}
+    texts = [p for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)]
+    kind = texts[0].get("type", "text") if texts else "text"
+    return {**original, "content": [{"type": kind, "text": new_text}, *(p for p in content if p not in texts)]}
