@@ -373,3 +373,20 @@ def test_the_view_of_a_written_back_body_is_the_fresh_view(steps, mixed, thinkin
     assert anthropic.build_view(written) == reused  # from scratch (the handoff is used once)
     kept = {id(m) for m in view.request["messages"]}
     assert any(id(m) in kept for m in reused.request["messages"])
+
+
+# --- canonical JSON with one encoder ---------------------------------------------------------------------
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                     max_leaves=20)
+
+
+@given(_JSON)
+def test_canonical_json_with_one_encoder_is_json_dumps(value):
+    from budget_hook.counting.canonical import canonical_json
+
+    assert canonical_json(value) == json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"),
+                                               default=str)
+    assert canonical_json({"when": dataclasses}) == json.dumps({"when": dataclasses}, default=str, sort_keys=True,
+                                                               ensure_ascii=False, separators=(",", ":"))

@@ -343,3 +343,30 @@ def test_whether_a_request_quotes_overflow_wording_is_asked_of_failures_only(mon
     monkeypatch.setattr(outcomes, "quotes_overflow", broken)
     plugin.records.remember("odd", record(), None, clean)
     assert asyncio.run(outcomes.quoted(plugin, "odd")) is True, "a search that fails teaches nothing"
+
+
+def test_the_request_searched_on_failure_is_the_one_the_hooks_saw_and_what_the_provider_was_sent(monkeypatch):
+    """The search runs after the call, so it reads a two-level snapshot taken when the decision was made:
+    a field LiteLLM pops from the body or its metadata once the hooks ran (and forwards) is still searched.
+    A failure's logging data carries the body the provider was sent (``complete_input_dict``): searched too."""
+    import budget_hook.proxy.outcomes as outcomes
+    from budget_hook.proxy.offload import Offloader
+
+    data = {"model": "g", "messages": [{"role": "user", "content": "hi"}],
+            "extra_body": {"note": "maximum context length"}, "metadata": {"tag": "prompt is too long"}}
+    kept = outcomes.snapshot(data)
+    data.pop("extra_body")
+    data["metadata"].pop("tag")
+    assert not quotes_overflow(data) and quotes_overflow(kept)
+    assert kept["messages"] is not data["messages"] and kept["messages"][0] is data["messages"][0]
+
+    plugin = SimpleNamespace(offloader=Offloader(threads=1, offload_chars=10**6))
+    sent = {"additional_args": {"complete_input_dict": {"input": [{"text": "exceed context limit"}]}}}
+    assert asyncio.run(outcomes.sent_quotes(plugin, sent)) is True
+    assert asyncio.run(outcomes.sent_quotes(plugin, {"additional_args": {"complete_input_dict": {"x": "hi"}}})) is False
+    assert asyncio.run(outcomes.sent_quotes(plugin, {})) is False, "nothing sent on record: the request alone"
+
+    def broken(value):
+        raise RecursionError("deep")
+    monkeypatch.setattr(outcomes, "quotes_overflow", broken)
+    assert asyncio.run(outcomes.sent_quotes(plugin, sent)) is True, "a search that fails teaches nothing"

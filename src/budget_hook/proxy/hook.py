@@ -59,7 +59,7 @@ from .metrics import Metrics, register_with_prometheus
 from .model_info import ROUTES as MODEL_INFO_ROUTES
 from .model_info import advertise, groups_in, is_proxy_admin
 from .offload import Offloader
-from .outcomes import log_internal, log_outcome, note_overflow
+from .outcomes import log_internal, log_outcome, note_overflow, snapshot
 from .provider_count import ProviderCounter, decide_with_provider_count
 from .records import Decided, RecordStore, attach_record
 from .route_guard import install_path_context, pass_through_group, refused_call
@@ -280,11 +280,13 @@ class BudgetHookPlugin(CustomLogger):
             raise BudgetHookHTTPError(spec, headers=record.headers(), shape=shape,
                                       streamed=streamed_answer(shape, data, call_type, spec))
         content = {f: forwarded.get(f) for f in shape.content_fields}
-        # ``data``: whether it quotes overflow wording is asked only if a provider's error comes (``outcomes.quoted``)
+        # whether the request quotes overflow wording is asked only if a provider's error comes
+        # (``outcomes.quoted``): of the request as it is now, two levels deep (LiteLLM may pop a field it
+        # forwards from the body afterwards)
         self.records.remember(data.get("litellm_call_id"), record,
                               Decided(marker, replace(request, body={}), decision.limits,
                                       decision.resolved.policy.fail_mode, content, call_type=str(call_type),
-                                      chain=chain.held if chain is not None else None), data)
+                                      chain=chain.held if chain is not None else None), snapshot(data))
         return forwarded
 
     async def _advertise(self, path: str, payload: Any, endpoint_args: Mapping[str, Any]) -> Any:

@@ -61,6 +61,13 @@ def purge_later(records: Any) -> None:
         asyncio.get_running_loop().call_later(records.failed_seconds + 1.0, records.purge)
 
 
+def snapshot(data: Mapping[str, Any]) -> dict[str, Any]:
+    """``data`` two levels deep (its dicts and lists copied, what they hold shared): what ``quoted`` later
+    searches, whatever LiteLLM pops from the body or its metadata once the hooks ran."""
+    return {key: dict(value) if type(value) is dict else list(value) if type(value) is list else value
+            for key, value in data.items()}
+
+
 async def quoted(plugin: Any, call_id: Any) -> bool:
     """Whether the request of a call that failed quotes overflow wording anywhere (keys, metadata, headers:
     ``learning.quotes_overflow``), asked of the request the pre-call hook saw, once per call, in the pool when
@@ -75,6 +82,20 @@ async def quoted(plugin: Any, call_id: Any) -> bool:
             quotes = True
         records.answer_quoted(call_id, quotes)
     return bool(records.quoted(call_id))
+
+
+async def sent_quotes(plugin: Any, kwargs: Mapping[str, Any]) -> bool:
+    """Whether the body LiteLLM sent the provider (``additional_args.complete_input_dict`` of a failure's
+    logging data, when it has one) quotes overflow wording; True when it cannot be searched."""
+    extra = kwargs.get("additional_args")
+    sent = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
+    if not isinstance(sent, Mapping):
+        return False  # nothing more than the request itself (``quoted``) to search
+    try:
+        return bool(await plugin.offloader.run(lambda: quotes_overflow(sent), sent, whole=True))
+    except Exception:
+        logger.exception("budget_hook: could not search a request for overflow wording")
+        return True
 
 
 async def note_overflow(plugin: Any, request_data: Any, exception: Any, *, ours: type) -> ProviderOverflow | None:
@@ -155,10 +176,12 @@ async def log_outcome(plugin: Any, outcome: str, kwargs: dict, response_obj: Any
         else:
             entry["error"] = describe_error(kwargs.get("exception"), with_text=record.log_content)
             if not shared_id:
-                # the request is searched only for an error that reads as an overflow (the only one that teaches)
+                # the request is searched only for an error that reads as an overflow (the only one that teaches),
+                # and so is what the provider was sent (LiteLLM's ``complete_input_dict``)
                 error = kwargs.get("exception")
                 overflow = parse_overflow(str(getattr(error, "message", None) or error)) if error is not None else None
-                record = replace(record, quotes_overflow=overflow is None or await quoted(plugin, call_id))
+                record = replace(record, quotes_overflow=overflow is None or await quoted(plugin, call_id)
+                                 or await sent_quotes(plugin, kwargs))
                 learned = await learn_from_error(plugin.learning, kwargs, record, ours=ours,
                                                  configured=configured_window(router, deployment_id(kwargs)))
             purge_later(plugin.records)
