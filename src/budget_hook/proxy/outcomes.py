@@ -86,7 +86,7 @@ async def quoted(plugin: Any, call_id: Any) -> bool:
 
 async def sent_quotes(plugin: Any, kwargs: Mapping[str, Any]) -> bool:
     """Whether the body LiteLLM sent the provider (``additional_args.complete_input_dict`` of a failure's
-    logging data, when it has one) quotes overflow wording; True when it cannot be searched."""
+    logging data) quotes overflow wording: False when the data holds none, True when the search fails."""
     extra = kwargs.get("additional_args")
     sent = extra.get("complete_input_dict") if isinstance(extra, Mapping) else None
     if not isinstance(sent, Mapping):

@@ -54,9 +54,9 @@ class _Call(Generic[R]):
     #: the provider refused the forwarded request as too long: how the client is answered instead
     #: (``answers.ProviderOverflow``), set by the failure hook, read by the error handler
     overflow: Any = None
-    #: the request as the pre-call hook saw it (the very object LiteLLM holds for the call anyway), kept only
-    #: until a failure asks whether it quotes overflow wording (``quoted``): asked of failures only, never
-    #: walked for a request that succeeds
+    #: the request as the pre-call hook saw it (``outcomes.snapshot``: its dicts and lists copied, what they
+    #: hold shared with the request LiteLLM keeps for the call anyway), kept only until a failure asks whether
+    #: it quotes overflow wording (``quoted``): asked of failures only, never walked for a request that succeeds
     source: Any = None
     #: whether the request quotes overflow wording (``learning.quotes_overflow`` of ``source``), once asked
     quoted: bool | None = None
