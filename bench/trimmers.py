@@ -61,6 +61,9 @@ refusal or an over-budget request gives the model nothing), so read them next to
 * ``opening_context_kept``: share of the opening context (``structure.opening_context``, 500/200 chars,
   system messages aside) forwarded verbatim;
 * ``information_kept``: INFORMATION_DEFINITION below; ``information_kept_unweighted`` without the weights;
+* ``information_same_requests``: the method's information kept and budget_hook's, on the requests both served
+  (printed ``method (budget_hook), n``): each method's own mean is over the requests it served, which differ
+  (Anthropic's clearing refuses the hard ones), so this is the comparison on the same requests;
 * ``prefix_stability``: share of consecutive trimmed requests, where the client itself extended its previous
   request, whose earlier forwarded messages are an exact prefix of the later ones (``bench/replay.py``'s rule);
   ``prefix_possible``: the share of those pairs where keeping the prefix could fit at all (the previous
@@ -614,11 +617,14 @@ class Tally:
     information_unweighted: list[float] = field(default_factory=list)
     cost: float = 0.0
     cost_untrimmed: float = 0.0
+    #: information kept per served request, by (sequence, budget, request index): the paired comparison
+    information_by_request: dict[tuple[str, int, int], float] = field(default_factory=dict)
 
     def add(self, other: Tally) -> None:
         for name, value in vars(other).items():
             mine = getattr(self, name)
-            setattr(self, name, mine + value if not isinstance(mine, list) else [*mine, *value])
+            setattr(self, name, {**mine, **value} if isinstance(mine, dict) else
+                    [*mine, *value] if isinstance(mine, list) else mine + value)
 
     def summary(self) -> dict[str, Any]:
         def mean(values: list[float]) -> float | None:
@@ -735,7 +741,10 @@ def replay(sequence: Replay, budget: int, method: Method, timing: list[float]) -
         cached = _prefix_tokens(body, forwarded, shared)
         tally.cost += CACHE_READ * cached + CACHE_WRITE * (tokens - cached)
         if trimmed:
+            scored = len(tally.information)
             score(tally, request.original, forwarded, tokens, budget)
+            if len(tally.information) > scored:
+                tally.information_by_request[(sequence.name, budget, tally.requests)] = tally.information[-1]
             if previous_trimmed and previous is not None and client_extended:
                 tally.pairs += 1
                 tally.stable_pairs += shared == len(previous)
@@ -757,6 +766,7 @@ def run(shares: tuple[float, ...] = (0.5, 0.75, 0.9), methods: Mapping[str, Meth
     elif not isinstance(methods, Mapping):
         methods = {name: METHODS[name] for name in methods}
     replays = list(sequences(generated))
+    kept: dict[str, dict[str, dict[tuple, float]]] = {}
     out: dict[str, Any] = {"shares": list(shares), "definition": INFORMATION_DEFINITION,
                            "sequences": dict(Counter(r.group for r in replays)),
                            "sequences_last_tokens": {r.name: r.requests[-1].tokens for r in replays},
@@ -771,16 +781,39 @@ def run(shares: tuple[float, ...] = (0.5, 0.75, 0.9), methods: Mapping[str, Meth
                 groups["all"].add(tally)
         out["methods"][name] = {group: tally.summary() for group, tally in groups.items()}
         out["seconds"][name] = {"total": round(sum(timing), 2), "max_request": round(max(timing, default=0), 2)}
+        kept[name] = {group: tally.information_by_request for group, tally in groups.items()}
+    for name, summaries in out["methods"].items():
+        for group, summary in summaries.items():
+            summary["information_same_requests"] = _paired(kept[name][group], kept.get("budget_hook", {}).get(group))
     return out
+
+
+def _paired(mine: Mapping[tuple, float], reference: Mapping[tuple, float] | None) -> dict[str, Any] | None:
+    """Information kept by a method and by budget_hook on the requests both served within the budget: the
+    comparison on the same requests (each method's own mean is over the requests it served, which differ)."""
+    common = [key for key in mine if reference is not None and key in reference]
+    if not common or reference is None:
+        return None
+    return {"requests": len(common), "method": round(sum(mine[k] for k in common) / len(common), 3),
+            "budget_hook": round(sum(reference[k] for k in common) / len(common), 3)}
 
 
 COLUMNS = (("trimmed", "trimmed"), ("refused", "refused"), ("fits", "fits"), ("valid", "valid"),
            ("served_valid", "served valid"), ("budget_use", "use"), ("budget_use_min", "use min"),
            ("under_half_budget", "<½ budget"), ("latest_turn_verbatim", "latest turn"), ("latest_turn_n", "(n)"),
            ("newest_result_chars_kept", "newest result"), ("opening_context_kept", "opening"),
-           ("information_kept", "info"), ("information_kept_unweighted", "info unw."),
+           ("information_kept", "info"), ("information_same_requests", "info, same requests (budget_hook)"),
+           ("information_kept_unweighted", "info unw."),
            ("prefix_stability", "prefix stab."), ("prefix_possible", "prefix possible"),
            ("prefix_kept_where_possible", "prefix kept where possible"), ("cost_vs_untrimmed", "cost"))
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, dict):  # information on the same requests: the method's (budget_hook's), n
+        return f"{value['method']} ({value['budget_hook']}), {value['requests']}"
+    return str(value)
 
 
 def table(results: Mapping[str, Any], groups: tuple[str, ...] = ("all",)) -> str:
@@ -788,7 +821,7 @@ def table(results: Mapping[str, Any], groups: tuple[str, ...] = ("all",)) -> str
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for group in groups:
         for name, summary in results["methods"].items():
-            cells = ["–" if summary[group][key] is None else str(summary[group][key]) for key, _ in COLUMNS]
+            cells = [_cell(summary[group][key]) for key, _ in COLUMNS]
             lines.append("| " + " | ".join([name, group, *cells]) + " |")
     return "\n".join(lines)
 

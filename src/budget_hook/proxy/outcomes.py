@@ -34,7 +34,7 @@ from ..pipeline import BudgetRequest, DecisionRecord, InternalFailure
 from .answers import ProviderOverflow, overflow_answer, provider_overflow
 from .feedback import deployment_id, learn_from_error, learn_from_usage, provider_prompt_tokens
 from .labels import group_labels
-from .loglines import bounded_line, describe_error
+from .loglines import bounded_line, describe_error, write_line
 from .windows import configured_window
 
 logger = logging.getLogger("budget_hook")
@@ -187,6 +187,6 @@ async def log_outcome(plugin: Any, outcome: str, kwargs: dict, response_obj: Any
             purge_later(plugin.records)
         if learned is not None:
             entry["learned"] = learned
-        logger.info(bounded_line(entry))
+        write_line(logger, bounded_line(entry))
     except Exception:  # a logging problem must never affect the response
         logger.exception("budget_hook: could not write the decision record")
