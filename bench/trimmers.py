@@ -4,6 +4,7 @@
     python bench/trimmers.py --groups             # one row per method and group
     python bench/trimmers.py --json               # JSON only
     python bench/trimmers.py --shares 0.5 0.75    # input budgets as shares of each sequence's last request
+    python bench/trimmers.py --chained            # and budget_hook under the chain rule (simulated: Chained)
 
 Every method receives the chat-shaped view of a request (``shape.view(body).request``: OpenAI chat messages,
 tool calls with ids) and a token budget, and returns the messages it would forward, or None when it refuses.
@@ -185,6 +186,33 @@ def budget_hook(request: Mapping[str, Any], budget: int, policy: TrimPolicy = Tr
     except CannotFitError:
         return None
     return list(result.request["messages"])
+
+
+class Chained:
+    """budget_hook with the chain rule, as a stateful simulation (``--chained``): a request that extends the
+    previous one is forwarded as the previous forwarded request plus what the client added whenever that
+    fits the budget, else trimmed afresh. Not what the plugin does (it is stateless: every decision is a
+    function of the request alone); it measures what keeping every prefix that can be kept would give."""
+
+    def __init__(self, base: Method) -> None:
+        self.base = base
+        self.previous: tuple[list, list, int] | None = None  # (original messages, forwarded, budget)
+
+    def reset(self) -> None:
+        self.previous = None
+
+    def __call__(self, request: Mapping[str, Any], budget: int) -> Messages | None:
+        messages = list(request["messages"])
+        if self.previous is not None:
+            original, forwarded, previous_budget = self.previous
+            if previous_budget == budget and messages[:len(original)] == original:
+                extended = [*forwarded, *messages[len(original):]]
+                if count(request, extended) <= budget:
+                    self.previous = (messages, extended, budget)
+                    return extended
+        out = self.base(request, budget)
+        self.previous = (messages, out, budget) if out is not None else None
+        return out
 
 
 def budget_hook_with(settings: str) -> Method:
@@ -707,6 +735,8 @@ def _prefix_tokens(request: Mapping[str, Any], messages: list, size: int) -> int
 def replay(sequence: Replay, budget: int, method: Method, timing: list[float]) -> Tally:
     """One sequence at one budget through one method (``bench/replay.py``'s loop, on the chat view)."""
     tally = Tally()
+    if isinstance(method, Chained):
+        method.reset()  # a new conversation: nothing forwarded before
     previous: list | None = None  # the previous forwarded messages (markers stripped)
     previous_trimmed = False
     previous_original: list | None = None
@@ -834,15 +864,20 @@ def main() -> None:
                         help="input budgets as shares of each sequence's last request (default: 0.5 0.75 0.9)")
     parser.add_argument("--methods", nargs="+", choices=sorted(METHODS), help="only these methods")
     parser.add_argument("--generated", type=int, default=8, help="generated conversations (default: 8)")
+    parser.add_argument("--chained", action="store_true",
+                        help="also run budget_hook (and each --variant) under the chain rule, simulated (Chained)")
     parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
                         help="also run budget_hook with these policy settings (repeatable), e.g. "
                              "--variant cache_step_ratio=0.1 --variant soften_user_messages=true")
     args = parser.parse_args()
     start = time.perf_counter()
     methods: Mapping[str, Method] | Iterable[str] | None = args.methods
-    if args.variant:
+    if args.variant or args.chained:
         methods = {**{name: METHODS[name] for name in (args.methods or METHODS)},
                    **{f"budget_hook[{v}]": budget_hook_with(v) for v in args.variant}}
+        if args.chained:
+            methods.update({f"{name}[chained]": Chained(method) for name, method in list(methods.items())
+                            if name.startswith("budget_hook")})
     results = run(tuple(args.shares), methods, args.generated)
     results["wall_seconds"] = round(time.perf_counter() - start, 1)
     if not args.json:
