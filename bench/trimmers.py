@@ -62,9 +62,10 @@ refusal or an over-budget request gives the model nothing), so read them next to
 * ``opening_context_kept``: share of the opening context (``structure.opening_context``, 500/200 chars,
   system messages aside) forwarded verbatim;
 * ``information_kept``: INFORMATION_DEFINITION below; ``information_kept_unweighted`` without the weights;
-* ``information_same_requests``: the method's information kept and budget_hook's, on the requests both served
-  (printed ``method (budget_hook), n``): each method's own mean is over the requests it served, which differ
-  (Anthropic's clearing refuses the hard ones), so this is the comparison on the same requests;
+* ``information_same_requests``: the method's information kept and the reference method's (``--pair-with``,
+  budget_hook by default), on the requests both served (printed ``method (reference), n``): each method's own
+  mean is over the requests it served, which differ (Anthropic's clearing refuses the hard ones), so this is
+  the comparison on the same requests;
 * ``prefix_stability``: share of consecutive trimmed requests, where the client itself extended its previous
   request, whose earlier forwarded messages are an exact prefix of the later ones (``bench/replay.py``'s rule);
   ``prefix_possible``: the share of those pairs where keeping the prefix could fit at all (the previous
@@ -760,6 +761,8 @@ def replay(sequence: Replay, budget: int, method: Method, timing: list[float]) -
             timing.append(time.perf_counter() - start)
         else:
             forwarded = list(body["messages"])
+            if isinstance(method, Chained):
+                method.reset()  # forwarded whole: the next trim has no earlier cut to keep
         if forwarded is None:
             tally.refused += 1
             previous, previous_trimmed = None, False
@@ -788,9 +791,10 @@ def replay(sequence: Replay, budget: int, method: Method, timing: list[float]) -
 
 
 def run(shares: tuple[float, ...] = (0.5, 0.75, 0.9), methods: Mapping[str, Method] | Iterable[str] | None = None,
-        generated: int = 8) -> dict[str, Any]:
+        generated: int = 8, pair_with: str = "budget_hook") -> dict[str, Any]:
     """Replay every sequence at every share through every method (``METHODS`` by default, or names of it, or
-    name -> callable): ``{"methods": {method: {group: Tally.summary()}}, ...}``."""
+    name -> callable): ``{"methods": {method: {group: Tally.summary()}}, ...}``; ``information_same_requests``
+    pairs each method with ``pair_with`` (a method's name)."""
     if methods is None:
         methods = METHODS
     elif not isinstance(methods, Mapping):
@@ -814,25 +818,26 @@ def run(shares: tuple[float, ...] = (0.5, 0.75, 0.9), methods: Mapping[str, Meth
         kept[name] = {group: tally.information_by_request for group, tally in groups.items()}
     for name, summaries in out["methods"].items():
         for group, summary in summaries.items():
-            summary["information_same_requests"] = _paired(kept[name][group], kept.get("budget_hook", {}).get(group))
+            summary["information_same_requests"] = _paired(kept[name][group], kept.get(pair_with, {}).get(group))
     return out
 
 
 def _paired(mine: Mapping[tuple, float], reference: Mapping[tuple, float] | None) -> dict[str, Any] | None:
-    """Information kept by a method and by budget_hook on the requests both served within the budget: the
-    comparison on the same requests (each method's own mean is over the requests it served, which differ)."""
+    """Information kept by a method and by the reference method (``--pair-with``) on the requests both served
+    within the budget: the comparison on the same requests (each method's own mean is over the requests it
+    served, which differ)."""
     common = [key for key in mine if reference is not None and key in reference]
     if not common or reference is None:
         return None
     return {"requests": len(common), "method": round(sum(mine[k] for k in common) / len(common), 3),
-            "budget_hook": round(sum(reference[k] for k in common) / len(common), 3)}
+            "reference": round(sum(reference[k] for k in common) / len(common), 3)}
 
 
 COLUMNS = (("trimmed", "trimmed"), ("refused", "refused"), ("fits", "fits"), ("valid", "valid"),
            ("served_valid", "served valid"), ("budget_use", "use"), ("budget_use_min", "use min"),
            ("under_half_budget", "<½ budget"), ("latest_turn_verbatim", "latest turn"), ("latest_turn_n", "(n)"),
            ("newest_result_chars_kept", "newest result"), ("opening_context_kept", "opening"),
-           ("information_kept", "info"), ("information_same_requests", "info, same requests (budget_hook)"),
+           ("information_kept", "info"), ("information_same_requests", "info, same requests (--pair-with)"),
            ("information_kept_unweighted", "info unw."),
            ("prefix_stability", "prefix stab."), ("prefix_possible", "prefix possible"),
            ("prefix_kept_where_possible", "prefix kept where possible"), ("cost_vs_untrimmed", "cost"))
@@ -842,7 +847,7 @@ def _cell(value: Any) -> str:
     if value is None:
         return "–"
     if isinstance(value, dict):  # information on the same requests: the method's (budget_hook's), n
-        return f"{value['method']} ({value['budget_hook']}), {value['requests']}"
+        return f"{value['method']} ({value['reference']}), {value['requests']}"
     return str(value)
 
 
@@ -864,6 +869,9 @@ def main() -> None:
                         help="input budgets as shares of each sequence's last request (default: 0.5 0.75 0.9)")
     parser.add_argument("--methods", nargs="+", choices=sorted(METHODS), help="only these methods")
     parser.add_argument("--generated", type=int, default=8, help="generated conversations (default: 8)")
+    parser.add_argument("--pair-with", default="budget_hook", metavar="METHOD",
+                        help="the method the 'same requests' column pairs each method with (default: budget_hook; "
+                             "e.g. 'budget_hook[cache_step_ratio=0.1]' with --variant cache_step_ratio=0.1)")
     parser.add_argument("--chained", action="store_true",
                         help="also run budget_hook (and each --variant) under the chain rule, simulated (Chained)")
     parser.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE[,KEY=VALUE]",
@@ -878,7 +886,7 @@ def main() -> None:
         if args.chained:
             methods.update({f"{name}[chained]": Chained(method) for name, method in list(methods.items())
                             if name.startswith("budget_hook")})
-    results = run(tuple(args.shares), methods, args.generated)
+    results = run(tuple(dict.fromkeys(args.shares)), methods, args.generated, args.pair_with)
     results["wall_seconds"] = round(time.perf_counter() - start, 1)
     if not args.json:
         print(table(results, (*GROUPS, "all") if args.groups else ("all",)))

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from budget_hook.proxy.loglines import install_stderr_handler, write_line
+from budget_hook.proxy.loglines import _ours_alone, install_stderr_handler, write_line
 
 
 @pytest.fixture
@@ -19,6 +19,12 @@ def ours() -> tuple[logging.Logger, io.StringIO]:
     stream = io.StringIO()
     logger.handlers[0].setStream(stream)  # type: ignore[attr-defined]
     return logger, stream
+
+
+def only_ours(logger: logging.Logger) -> None:
+    """pytest (9+) attaches its log-capture handlers to every non-propagating logger for each test phase: the
+    test body removes them, so that our handler is alone as in the proxy."""
+    logger.handlers = [h for h in logger.handlers if getattr(h, "_budget_hook", False)]
 
 
 class Collect(logging.Handler):
@@ -35,31 +41,44 @@ LINE = '{"event": "budget_hook.decision", "text": "é %(not a format)s \\n"}'
 
 def test_alone_the_line_is_written_as_logging_would(ours):
     logger, stream = ours
+    only_ours(logger)
     logger.info(LINE)
     by_logging = stream.getvalue()
     stream.seek(0)
     stream.truncate()
+    assert _ours_alone(logger) is logger.handlers[0]  # the fast path is the one taken
     write_line(logger, LINE)
     assert stream.getvalue() == by_logging == LINE + "\n"
 
 
 @pytest.mark.parametrize("change", ["another handler", "propagate", "logger filter", "handler filter",
-                                    "record factory"])
+                                    "record factory", "patched callHandlers", "logger class"])
 def test_anything_else_that_would_see_the_line_still_does(ours, change, monkeypatch):
     logger, stream = ours
+    only_ours(logger)
     seen = Collect()
     if change == "another handler":
         logger.addHandler(seen)
     elif change == "propagate":
         monkeypatch.setattr(logger, "propagate", True)
-        root = logging.getLogger()
-        root.addHandler(seen)
-        monkeypatch.setattr(root, "level", logging.INFO)
-        monkeypatch.setattr(root, "handlers", [seen])
+        monkeypatch.setattr(logging.getLogger(), "handlers", [seen])  # restored after the test
     elif change == "logger filter":
         logger.addFilter(lambda record: seen.lines.append(record.getMessage()) or True)
     elif change == "handler filter":
         logger.handlers[0].addFilter(lambda record: seen.lines.append(record.getMessage()) or True)
+    elif change == "patched callHandlers":  # as Sentry's logging integration does, to collect breadcrumbs
+        original = logging.Logger.callHandlers
+
+        def patched(self, record):
+            seen.lines.append(record.getMessage())
+            return original(self, record)
+        monkeypatch.setattr(logging.Logger, "callHandlers", patched)
+    elif change == "logger class":
+        class Custom(logging.Logger):
+            def handle(self, record):
+                seen.lines.append(record.getMessage())
+                super().handle(record)
+        monkeypatch.setattr(logger, "__class__", Custom)
     else:
         factory = logging.getLogRecordFactory()
 
@@ -75,23 +94,52 @@ def test_anything_else_that_would_see_the_line_still_does(ours, change, monkeypa
 
 def test_a_level_above_info_writes_nothing(ours):
     logger, stream = ours
+    only_ours(logger)
     logger.setLevel(logging.WARNING)
     write_line(logger, LINE)
+    before = logging.root.manager.disable
     logging.disable(logging.INFO)
     try:
         logger.setLevel(logging.INFO)
         write_line(logger, LINE)
     finally:
-        logging.disable(logging.NOTSET)
+        logging.disable(before)
     assert stream.getvalue() == ""
 
 
-def test_a_broken_stream_never_raises(ours, capsys):
+@pytest.mark.parametrize("broken", ["write", "flush"])
+def test_a_broken_stream_never_raises_nor_writes_twice(ours, capsys, broken):
     logger, _ = ours
+    only_ours(logger)
 
     class Broken(io.StringIO):
         def write(self, text: str) -> int:
-            raise OSError("disk gone")
-    logger.handlers[0].setStream(Broken())  # type: ignore[attr-defined]
-    write_line(logger, LINE)  # logging reports it (handleError) and goes on
+            if broken == "write":
+                raise OSError("disk gone")
+            return super().write(text)
+
+        def flush(self) -> None:
+            if broken == "flush":
+                raise OSError("disk gone")
+    stream = Broken()
+    logger.handlers[0].setStream(stream)  # type: ignore[attr-defined]
+    write_line(logger, LINE)  # logging reports it (handleError) and goes on, as StreamHandler.emit does
     assert "disk gone" in capsys.readouterr().err
+    assert stream.getvalue() == ("" if broken == "write" else LINE + "\n")
+
+
+def test_a_stream_without_flush_gets_the_line_once(ours):
+    logger, _ = ours
+    only_ours(logger)
+
+    class NoFlush:
+        def __init__(self) -> None:
+            self.text = ""
+
+        def write(self, text: str) -> int:
+            self.text += text
+            return len(text)
+    stream = NoFlush()
+    logger.handlers[0].stream = stream  # type: ignore[attr-defined]
+    write_line(logger, LINE)
+    assert stream.text == LINE + "\n"

@@ -10,6 +10,7 @@ success path).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -63,35 +64,48 @@ def install_stderr_handler(logger: logging.Logger) -> None:
     logger.propagate = False
 
 
+#: the logging methods a record passes through on its way to our handler: when any of them is not the standard
+#: library's own (an error tracker such as Sentry patches ``Logger.callHandlers`` to collect log lines), the
+#: line goes through ``logging`` so that the patch sees it
+_PATH = (("Logger", "info"), ("Logger", "_log"), ("Logger", "makeRecord"), ("Logger", "handle"),
+         ("Logger", "callHandlers"), ("Handler", "handle"), ("Handler", "format"), ("StreamHandler", "emit"),
+         ("StreamHandler", "flush"), ("Formatter", "format"))
+
+
+def _stock_logging() -> bool:
+    source = logging.__file__
+    return all(getattr(getattr(getattr(getattr(logging, owner), name, None), "__code__", None), "co_filename", None)
+               == source for owner, name in _PATH)
+
+
 def _ours_alone(logger: logging.Logger) -> logging.StreamHandler | None:
-    """Our handler, when it is the only thing that would see an INFO line of ``logger``: no other handler, no
-    filter, no propagation, the default record factory, nothing disabled. Else None (then ``logging`` runs)."""
+    """Our handler, when it is the only thing that would see an INFO line of ``logger`` and the standard
+    library's own code would carry it there: no other handler, filter or propagation, the default record
+    factory, nothing disabled, no class or method replaced. Else None (then ``logging`` runs)."""
     handlers = logger.handlers
-    if len(handlers) != 1 or logger.filters or logger.propagate or logger.disabled:
+    if type(logger) is not logging.Logger or len(handlers) != 1 or logger.filters or logger.propagate \
+            or logger.disabled:
         return None
     handler = handlers[0]
     if not getattr(handler, "_budget_hook", False) or type(handler) is not logging.StreamHandler \
             or handler.filters or handler.level > logging.INFO or not logger.isEnabledFor(logging.INFO) \
             or logging.getLogRecordFactory() is not logging.LogRecord \
-            or type(handler.formatter) is not logging.Formatter or handler.formatter._fmt != "%(message)s":
+            or type(handler.formatter) is not logging.Formatter or handler.formatter._fmt != "%(message)s" \
+            or not _stock_logging():
         return None
     return handler
 
 
 def write_line(logger: logging.Logger, line: str) -> None:
-    """``logger.info(line)``; when our handler alone would print it, written directly (same bytes, flushed)."""
+    """``logger.info(line)``; when our handler alone would print it, written directly (same bytes, flushed as
+    ``StreamHandler.emit`` does; a failure reported by ``logging``'s own ``handleError``, never raised)."""
     handler = _ours_alone(logger)
     if handler is None:
         logger.info(line)
         return
-    handler.acquire()
-    try:
-        handler.stream.write(line + handler.terminator)
-        handler.stream.flush()
-        written = True
-    except Exception:  # a broken stream: ``logging`` reports it as it would (StreamHandler.handleError)
-        written = False
-    finally:
-        handler.release()
-    if not written:
-        logger.info(line)
+    with handler.lock or contextlib.nullcontext():
+        try:
+            handler.stream.write(line + handler.terminator)
+            handler.flush()
+        except Exception:  # as StreamHandler.emit: a broken stream is reported, the line is not written again
+            handler.handleError(logger.makeRecord(logger.name, logging.INFO, "(budget_hook)", 0, line, (), None))
