@@ -826,8 +826,10 @@ def _paired(mine: Mapping[tuple, float], reference: Mapping[tuple, float] | None
     """Information kept by a method and by the reference method (``--pair-with``) on the requests both served
     within the budget: the comparison on the same requests (each method's own mean is over the requests it
     served, which differ)."""
-    common = [key for key in mine if reference is not None and key in reference]
-    if not common or reference is None:
+    if reference is None:
+        return None
+    common = [key for key in mine if key in reference]
+    if not common:
         return None
     return {"requests": len(common), "method": round(sum(mine[k] for k in common) / len(common), 3),
             "reference": round(sum(reference[k] for k in common) / len(common), 3)}
@@ -846,7 +848,7 @@ COLUMNS = (("trimmed", "trimmed"), ("refused", "refused"), ("fits", "fits"), ("v
 def _cell(value: Any) -> str:
     if value is None:
         return "–"
-    if isinstance(value, dict):  # information on the same requests: the method's (budget_hook's), n
+    if isinstance(value, dict):  # information on the same requests: the method's (the reference's), n
         return f"{value['method']} ({value['reference']}), {value['requests']}"
     return str(value)
 
