@@ -181,7 +181,7 @@ def test_marked_counts_a_rewritten_message_once():
     counter = TokenCounter.for_model("gpt-4o")
     messages = [{"role": "tool", "tool_call_id": "a", "content": "word " * 3000}]
     tokens = [counter.count_message(messages[0])]
-    state = TrimState(counter, messages, tokens, tokens[0], 100, 100, TrimPolicy())
+    state = TrimState(counter, messages, tokens, tokens[0], 100, TrimPolicy())
     calls = []
     original = counter.count_message
 
@@ -311,7 +311,7 @@ def test_marked_answers_as_counting_every_claim(model, corrected, words, keep, t
 
     def state(count_with):
         tokens = [count_with.count_message(messages[0])]
-        return TrimState(count_with, messages, tokens, tokens[0], 100, 100, TrimPolicy())
+        return TrimState(count_with, messages, tokens, tokens[0], 100, TrimPolicy())
 
     class Plain:  # counts every version in full, no renumbering, no memo
         def __getattr__(self, name):

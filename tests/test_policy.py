@@ -19,7 +19,7 @@ def test_empty_settings_give_the_documented_defaults():
     assert policy.mode == "enforce" and policy.fail_mode == "open" and policy.unknown_window == "default"
     assert policy.budget.output_reserve_ratio == 0.15 and policy.budget.safety_margin_ratio == 0.05
     assert policy.trim.target_ratio == 1.0 and policy.trim.pin_first_user_message is False
-    assert policy.trim.keep_opening_context is True and policy.trim.cache_step_ratio == 0.25
+    assert policy.trim.keep_opening_context is True and policy.trim.cache_step_ratio == 0.2
     assert settings.log_to_stderr is True
 
 

@@ -64,6 +64,9 @@ class DecisionRecord:
     notes: tuple[str, ...] = ()
     #: what the notice in the forwarded request told the model (``messages``, ``tokens`` dropped)
     notice: Mapping[str, int] | None = None
+    #: the growth anchor a trim was computed at: the messages (items) from this native index on were added
+    #: since an earlier request's trim and are forwarded verbatim (None: trimmed afresh)
+    anchor: int | None = None
     inputs: Mapping[str, Any] | None = None
     block: Mapping[str, Any] | None = None
     warnings: tuple[str, ...] = ()
@@ -137,6 +140,8 @@ class DecisionRecord:
                 values["protected_tokens"] = dict(report.protected_tokens)
             if report.notice is not None:
                 values["notice"] = report.notice.as_dict()
+            if report.anchor is not None:
+                values["anchor"] = report.anchor
             if resolved.policy.log_dropped_content and report.actions and request is not None:
                 shape = request.shape
                 touched = getattr(shape, "touched_content", None)
@@ -220,6 +225,8 @@ class DecisionRecord:
             record["notes"] = list(self.notes)
         if self.notice is not None:
             record["notice"] = dict(self.notice)
+        if self.anchor is not None:
+            record["anchor"] = self.anchor
         if self.inputs is not None:
             record["inputs"] = dict(self.inputs)
         if self.block is not None:

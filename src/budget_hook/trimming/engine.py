@@ -9,18 +9,21 @@ Contract: ``trim_request(request, counter=..., budget=..., policy=...)`` returns
   latest turn's agent loop, then opening context. A region is touched only when everything before it
   cannot make the room, so the agent loop in progress stays verbatim whenever older material can fit.
 * **The least lossy cuts that fit** (``TrimState.settle``). In a history region, tool results are softened
-  (head and tail kept) oldest first, the frontier a point on the axis of what softening saves, rounded up
-  to a cache step (``cache_step_ratio`` x budget), the result it falls in cut only as far as needed;
-  when softening the whole region cannot fit, the oldest units (a tool step, or an older turn's question
-  with its answer) leave first, in groups that free a cache step, and what stays is softened only as far
-  as it must be; compaction (a result's head) only when nothing droppable is left. The region's newest
-  tool results stay verbatim while the rest can make the room, then are cut graded, then their steps go.
-  Every choice is computed afresh from the request: stateless, the same on any proxy instance.
-* **Cache-stable.** Positions and savings of a prefix of the conversation are the same in every later
-  request, so while a growing conversation still fits with the same frontiers the previous forwarded
-  request stays an exact prefix of the next (the provider's prompt cache keeps working); when it no longer
-  fits, a frontier moves a whole cache step, like Anthropic's ``clear_at_least``. ``cache_step_ratio: 0``
-  cuts exactly.
+  (head and tail kept) oldest first, the frontier a point on the axis of what softening saves, the result
+  it falls in cut only as far as needed; when softening the whole region cannot fit, the oldest units (a
+  tool step, or an older turn's question with its answer) leave first, as few as fit, and what stays is
+  softened only as far as it must be; compaction (a result's head) only when nothing droppable is left.
+  The region's newest tool results, and what came after the oldest of them, stay verbatim while older
+  material can make the room; then the newest are cut graded, then their steps go.
+* **Cache-stable, statelessly: the growth anchor** (``growth_anchor``). A request of a growing conversation
+  is forwarded as the trim of an earlier request of the same conversation (its *anchor*, found from the
+  messages' counts alone) plus everything the client added since, verbatim: so the previous forwarded
+  request is an exact prefix of the next and the provider's prompt cache keeps working. The anchor's trim
+  cuts older history and the agent loop ``cache_step_ratio`` x budget below the budget, the room the
+  conversation grows into (the last stages, opening context and task, only as far as the request needs);
+  once the conversation has grown past that room the request becomes the new anchor and is trimmed afresh.
+  Every choice is a function of the request alone, the same on any proxy instance; ``cache_step_ratio: 0``
+  trims every request afresh, exactly to the budget.
 * Never edited: system/developer messages, the opening context (but by the last stages), the pinned first
   user message, the latest user message, ``protected`` indexes. Never dropped: the same, but opening
   context other than the task; and ``keep`` indexes. A tool result never leaves without its call, nor a
@@ -36,15 +39,16 @@ Per-message counts come from one ``count_request`` pass; only rewritten messages
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from ..budget import Budget
-from ..counting import TokenCounter
+from ..counting import RequestCount, TokenCounter
 from .ladder import STAGES
 from .report import TrimReport, TrimResult, cannot_fit, content_hash
-from .state import TrimState
+from .state import TrimState, where_tokens
+from .structure import latest_turn_start, opening_parts
 from .trim_policy import TrimPolicy
 
 
@@ -71,30 +75,104 @@ def trim_request(
         report = TrimReport(counter.model, count.method, False, count.total, count.total, budget, target)
         return TrimResult(request, report)
 
-    cache_step = math.ceil(policy.cache_step_ratio * budget.budget)
-    state = TrimState(counter, messages, list(count.per_message), count.total, target, cache_step, policy,
-                      frozenset(protected), frozenset(no_edit), frozenset(keep))
+    room = math.ceil(policy.cache_step_ratio * budget.budget)
+    fixed = count.overhead_tokens + count.tools_tokens
+    start = growth_anchor(messages, count.per_message, target - fixed, room)
+    sets = (frozenset(protected), frozenset(no_edit), frozenset(keep))
+    if start < len(messages):  # the request extends one trimmed at ``start``: that trim, plus what was added
+        # the prefix counted as part of this request (its messages' shares, this request's tools and overhead)
+        prefix = replace(count, per_message=count.per_message[:start])
+        added = count.total - prefix.total
+        state = _settle(counter, prefix, messages[:start], target, target - added, room, policy,
+                        *(frozenset(i for i in indexes if i < start) for indexes in sets))
+        # taken while the anchor's own newest results stayed whole: else the newest work is this request's
+        # (its older steps leave first), and the request is trimmed afresh
+        if state.total + added <= budget.budget and not any(i in state.actions for i in state.newest_results):
+            return _result(request, messages, count, state, budget, target, hash_actions,
+                           tokens_after=state.total + added, policy=policy)
+    state = _settle(counter, count, messages, target, target, room, policy, *sets)
+    if state.total > budget.budget:
+        sizes = state.protected_tokens(fixed_tokens=fixed, tools_tokens=count.tools_tokens)
+        raise cannot_fit(counter.model, budget, count.total, min(state.total, count.total), sizes)
+    return _result(request, messages, count, state, budget, target, hash_actions, tokens_after=state.total,
+                   policy=policy)
+
+
+def trim_anchor(request: Mapping[str, Any], *, counter: TokenCounter, budget: Budget,
+                policy: TrimPolicy = TrimPolicy()) -> int:
+    """Where ``trim_request`` computes this request's trim (``growth_anchor``): ``len(messages)`` when it is
+    trimmed afresh, or when it fits."""
+    count = counter.count_request(request)
+    target = min(budget.budget, math.floor(budget.budget * policy.target_ratio))
+    if count.total <= budget.budget:
+        return len(request["messages"])
+    return growth_anchor(request["messages"], count.per_message, target - count.overhead_tokens - count.tools_tokens,
+                         math.ceil(policy.cache_step_ratio * budget.budget))
+
+
+def growth_anchor(messages: Sequence[Mapping[str, Any]], per_message: Sequence[int], available: int,
+                  room: int) -> int:
+    """Where the trim of a request over its budget is computed: the end of the earlier request of the same
+    conversation that was trimmed afresh (an earlier request ends before an assistant message that follows
+    a user or tool message). The first request whose messages are over ``available`` (the budget less tools
+    and overhead) is trimmed ``room`` below it; every later one is that trim plus what the client added,
+    until the messages grew ``room`` past it: then that request is trimmed afresh. A function of the
+    conversation's prefix alone, so every request of a growing conversation finds the same anchors;
+    ``len(messages)``: the request itself."""
+    anchor, limit, size = -1, available, 0
+    for index, message in enumerate(messages):
+        if index and message.get("role") == "assistant" and messages[index - 1].get("role") != "assistant" \
+                and size > limit:
+            anchor, limit = index, size + room
+        size += per_message[index]
+    return anchor if anchor > 0 and size <= limit else len(messages)
+
+
+def _settle(counter: TokenCounter, count: RequestCount, messages: list, target: int, needed: int, room: int,
+            policy: TrimPolicy, protected: frozenset[int], no_edit: frozenset[int], keep: frozenset[int]) -> TrimState:
+    """Run the stages over ``messages`` while they are over ``needed`` (what the request needs); in a stage that
+    leaves room (``Stage.leaves_room``) older material is cut to ``target`` less ``room``, so the next requests
+    grow into the room (the newest results only as far as ``needed``: ``TrimState.settle``)."""
+    state = TrimState(counter, messages, list(count.per_message), count.total, needed, policy,
+                      protected, no_edit, keep, room=room)
+    roomy = target - room
     for stage in STAGES:
+        state.target = needed
         if state.fits():
             break  # the budget is met: the next region, which the agent needs more, is not touched
+        state.target, state.leaving_room = (roomy, True) if stage.leaves_room and room else (needed, False)
         stage.run(state)
+    state.target, state.leaving_room = needed, False
+    return state
+
+
+def _result(request: Mapping[str, Any], messages: list, count: RequestCount, state: TrimState, budget: Budget,
+            target: int, hash_actions: bool, *, tokens_after: int, policy: TrimPolicy) -> TrimResult:
     notice = state.finish_notice()
-
     fixed = count.overhead_tokens + count.tools_tokens
-    sizes = state.protected_tokens(fixed_tokens=fixed, tools_tokens=count.tools_tokens)
-    if state.total > budget.budget:
-        raise cannot_fit(counter.model, budget, count.total, min(state.total, count.total), sizes)
-
-    new_messages = [state.edited.get(i, m) for i, m in enumerate(messages) if state.alive[i]]
+    kept = len(state.messages)
+    if kept == len(messages):
+        sizes = state.protected_tokens(fixed_tokens=fixed, tools_tokens=count.tools_tokens)
+    else:  # the anchor's trim plus what was added, placed by this request's own structure
+        opening = opening_parts(messages, context_min_chars=policy.context_min_chars,
+                                ack_max_chars=policy.ack_max_chars) if policy.keep_opening_context else ((), ())
+        pinned = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None) \
+            if policy.pin_first_user_message else None
+        sizes = where_tokens(messages, [state.tokens[i] if state.alive[i] else None for i in range(kept)]
+                             + list(count.per_message[kept:]), latest_start=latest_turn_start(messages),
+                             opening={*opening[0], *(i for pair in opening[1] for i in pair), pinned},
+                             fixed_tokens=fixed, tools_tokens=count.tools_tokens)
+    new_messages = [state.edited.get(i, m) for i, m in enumerate(messages[:kept]) if state.alive[i]]
     if notice is not None:
         new_messages.insert(notice.position, state.notice_message(notice.text))
+    new_messages.extend(messages[kept:])
     new_request = {**request, "messages": new_messages}
     report = TrimReport(
-        model=counter.model,
+        model=state.counter.model,
         method=count.method,
         changed=True,
         tokens_before=count.total,
-        tokens_after=state.total,
+        tokens_after=tokens_after,
         budget=budget,
         target=target,
         actions=tuple(replace(state.actions[index], content_hash=content_hash(messages[index])) if hash_actions
@@ -102,5 +180,6 @@ def trim_request(
         dropped_turns=state.dropped_turns(),
         protected_tokens=sizes,
         notice=notice,
+        anchor=kept if kept < len(messages) else None,
     )
     return TrimResult(new_request, report)

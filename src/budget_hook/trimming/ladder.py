@@ -1,8 +1,8 @@
 """The ladder: what the trimmer may do, and where, declared as data. Its rungs are ``REDUCTIONS`` (what can
 be done to one message or unit) and ``STAGES`` (the regions of the request, in the order their material is
 given up). A stage works on the ``state.TrimState`` below it; ``engine`` runs the stages. (A "step" is
-never a rung: a *cache step* is the rounding of a frontier, a *tool step* an assistant message with its
-results.)
+never a rung: a *tool step* is an assistant message with its results; the *room* is what a trim leaves
+free for the next requests of the conversation, ``cache_step_ratio`` x budget.)
 
 ``REDUCTIONS`` is the single place an action kind is declared: its name, the action it records, the
 ``TrimPolicy`` flag that turns it on, and whether it removes messages or edits them. Everything else
@@ -27,11 +27,15 @@ remaining excess needs.
 4. ``reduce_task``: the task, graded to the excess (head and tail). Then the request is refused.
 
 Within each history region the trimmer chooses the least lossy cuts that fit (``TrimState.settle``):
-tool results softened oldest first along the history, the one at the frontier graded, the frontier on
-the axis of what softening saves rounded up to a cache step; when softening the whole region cannot fit,
-the oldest units leave first, in groups that free a cache step; compaction only when nothing droppable is
-left. The region's newest tool results (the ``keep_recent_tool_results`` newest of the request) stay
-verbatim while the rest can make the room, then are cut graded to the excess, and their steps leave last.
+tool results softened oldest first along the history, the one at the frontier graded; when softening the
+whole region cannot fit, the oldest units leave first, as few as fit; compaction only when nothing
+droppable is left. The region's newest tool results (the ``keep_recent_tool_results`` newest of the
+request) and what came after the oldest of them stay verbatim while older material can make the room;
+then the newest are cut graded to the excess, and their steps leave last.
+
+A stage that leaves room (``Stage.leaves_room``: the two history regions) cuts ``cache_step_ratio`` x budget
+below the budget, so the requests that extend this one are forwarded as this trim plus what they add
+(``engine.growth_anchor``); the last stages cut only as far as the request needs.
 """
 
 from __future__ import annotations
@@ -62,6 +66,9 @@ class Stage:
 
     name: str
     run: Callable[[TrimState], None]
+    #: its cuts leave the room a growing conversation grows into (``cache_step_ratio``); False: a last
+    #: resort, cut only as far as the request needs
+    leaves_room: bool = True
 
 
 #: what can be done, lightest first (the order a message's reductions are tried in)
@@ -124,8 +131,8 @@ def reduce_task(state: TrimState) -> None:
 STAGES: tuple[Stage, ...] = (
     Stage("older_history", older_history),
     Stage("latest_loop", latest_loop),
-    Stage("opening_context", opening_context),
-    Stage("reduce_task", reduce_task),
+    Stage("opening_context", opening_context, leaves_room=False),
+    Stage("reduce_task", reduce_task, leaves_room=False),
 )
 
 

@@ -96,6 +96,9 @@ class TrimReport:
     notes: tuple[str, ...] = ()
     #: the notice the forwarded request carries (None: nothing dropped, or ``notify_model`` off)
     notice: Notice | None = None
+    #: the growth anchor the trim was computed at (``engine.growth_anchor``): the messages from this index on
+    #: are forwarded verbatim, added since an earlier request was trimmed (None: the request trimmed afresh)
+    anchor: int | None = None
 
     @property
     def dropped(self) -> tuple[MessageAction, ...]:
@@ -115,6 +118,7 @@ class TrimReport:
             "protected_tokens": dict(self.protected_tokens),
             **({"notes": list(self.notes)} if self.notes else {}),
             **({"notice": self.notice.as_dict()} if self.notice else {}),
+            **({"anchor": self.anchor} if self.anchor is not None else {}),
         }
 
 

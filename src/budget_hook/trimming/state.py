@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
@@ -33,8 +33,8 @@ class TrimState(Versions):
     rewritten versions each message could take."""
 
     def __init__(self, counter: TokenCounter, messages: list, tokens: list[int], total: int, target: int,
-                 cache_step: int, policy: TrimPolicy, protected: frozenset[int] = frozenset(),
-                 no_edit: frozenset[int] = frozenset(), keep: frozenset[int] = frozenset()) -> None:
+                 policy: TrimPolicy, protected: frozenset[int] = frozenset(),
+                 no_edit: frozenset[int] = frozenset(), keep: frozenset[int] = frozenset(), *, room: int = 0) -> None:
         self.protected = protected
         self.no_edit = no_edit
         self.counter = counter
@@ -42,10 +42,15 @@ class TrimState(Versions):
         self.original_tokens = tuple(tokens)
         self.tokens = tokens
         self.total = total
+        #: what the request needs (``target``), and what the current move aims at: lower for older material
+        #: in the stages that leave ``room`` for the next requests (``leaving_room``, set by ``engine``), never
+        #: for the newest results
+        self.needed = target
         self.target = target
-        self.cache_step = cache_step
-        #: where each message starts in the history, in tokens of the request as sent: a prefix of the
-        #: conversation has the same positions in every later request (what cache steps are measured on)
+        self.room = room
+        self.leaving_room = False
+        #: where each message starts in the history, in tokens of the request as sent (the axis frontiers are
+        #: points on)
         self.positions = list(itertools.accumulate(tokens, initial=0))[:-1]
         self.policy = policy
         self.alive = [True] * len(messages)
@@ -132,16 +137,17 @@ class TrimState(Versions):
         """The least lossy cuts of one history region that fit, oldest first.
 
         Tool results are softened (head and tail kept) along the history, oldest first, graded: the frontier
-        is a point on the axis of what softening saves, rounded up to a cache step, so every result before it
-        is softened, the one it falls in is cut only as far as the step needs, and everything after it stays
-        verbatim. When softening the whole region cannot fit, the oldest units leave first (a tool step, or
-        an older turn's question with its answer), in groups that free a cache step, and what stays after
-        them is softened only as far as it must be. Compaction (a result's head only, long assistant
-        messages shortened) comes only when nothing droppable is left.
+        is a point on the axis of what softening saves, so every result before it is softened, the one it
+        falls in is cut only as far as the excess needs, and everything after it stays verbatim. When
+        softening the whole region cannot fit, the oldest units leave first (a tool step, or an older turn's
+        question with its answer), one at a time until the rest fits, and what stays after them is softened
+        only as far as it must be. Compaction (a result's head only, long assistant messages shortened) comes
+        only when nothing droppable is left, and never for the room alone (``_room_only``).
 
-        The newest tool results (``is_recent``) stay verbatim while the rest of the region can make the room;
-        what is still over is then cut from them, graded to the excess (``reduce``), and last their steps
-        leave, oldest first.
+        The newest tool results (``is_recent``), and the units after the oldest of them, stay verbatim while
+        the rest of the region can make the room; what is still over is then cut from them, graded to what the
+        request needs (``needed``: never for the room left to the next requests), and last their steps leave,
+        oldest first.
         """
         policy = self.policy
         in_region = [i for i in range(len(self.messages)) if region(i)]
@@ -153,27 +159,28 @@ class TrimState(Versions):
         units = [u for u in self.units if u.latest == latest and all(self.alive[i] for i in u.indexes)] if drop else []
         # a turn whose step holds one of the newest results keeps its question while that step stays
         holding = {u.turn for u in units if any(self.is_recent(i) for i in u.indexes)}
-        older_units = [u for u in units if not any(self.is_recent(i) for i in u.indexes)
+        # what came after the oldest of the newest results stays with them (oldest first: it is newer)
+        first_recent = min(self.newest_results, default=len(self.messages))
+        older_units = [u for u in units if u.indexes[-1] < first_recent
                        and not (u.turn in holding and self.messages[u.indexes[0]].get("role") == "user")]
         light = {i: self.saving(i, "light") for i in candidates}
         softened = self.total - sum(light.values())  # the region softened, the newest results verbatim
 
         cut = 0.0
-        if softened > self.target:  # softening cannot fit: the oldest units leave, a cache step at a time
-            found, _ = self._first_fit(self._drop_items(older_units, set(candidates), "light"), softened)
-            if found is None:  # then with what stays compacted
+        if softened > self.target:  # softening cannot fit: the oldest units leave, as few as fit
+            found, rest_total = self._first_fit(self._drop_items(older_units, set(candidates), "light"), softened)
+            if found is None and not self._room_only(rest_total):  # then with what stays compacted
                 found, _ = self._first_fit(self._drop_items(older_units, set(candidates), "heavy"),
                                            softened - sum(self.saving(i, "heavier") for i in candidates))
-            # dropping them all cannot make the room: the newest results must give anyway; older units go in
-            # the groups that free whole cache steps (each spares the newest a step), no more
-            cut = self._whole_cache_steps(self._drop_items(older_units, set(candidates), "light")) if found is None \
-                else found
+            # dropping them all cannot make the room: the newest results must give anyway, and every older
+            # unit goes first (each spares the newest what it frees)
+            cut = math.inf if found is None else found
         gone = {i for u in older_units if self.positions[u.indexes[-1]] < cut for i in u.indexes}
         rest = [i for i in candidates if i not in gone]
         base = self.total - sum(self.tokens[i] for i in gone) + self._notice_size(gone) - self.notice_tokens
         compact = 0.0
         softened = base - sum(light[i] for i in rest)
-        if softened > self.target:  # nothing droppable is left: compact, oldest first
+        if softened > self.target and not self._room_only(softened):  # nothing droppable is left: compact
             found, _ = self._first_fit([(self.positions[i], partial(self.saving, i, "heavier")) for i in rest],
                                        softened)
             compact = math.inf if found is None else found
@@ -185,9 +192,11 @@ class TrimState(Versions):
             if self.positions[index] < compact:
                 self._apply(index, "heavy")
         self._soften_along([i for i in rest if self.positions[i] >= compact], light)
+        # the newest results: only as far as the request needs
+        aim, leaving, self.target, self.leaving_room = self.target, self.leaving_room, self.needed, False
         for index in newest:  # still over: the newest results, oldest first, as little as needed
             if self.fits():
-                return
+                break
             if self._has_old_images(index):
                 self._apply(index, "light")  # images older than the latest turn go first (drop_old_images)
             if not self.fits():
@@ -198,6 +207,12 @@ class TrimState(Versions):
             if found is None or self.positions[unit.indexes[-1]] < found:
                 self.drop_unit(unit)
         self._restore(newest)
+        self.target, self.leaving_room = aim, leaving
+
+    def _room_only(self, total: int) -> bool:
+        """Is ``total`` over the aim only by the room left for the next requests (``leaving_room``)? Then the
+        request fits its budget, and no compaction (a result's head only) is made for the room alone."""
+        return self.leaving_room and total <= self.target + self.room
 
     def _restore(self, indexes: Iterable[int]) -> None:
         """Give back, newest first, the cuts of ``indexes`` (the newest results, cut before the steps that held
@@ -212,30 +227,20 @@ class TrimState(Versions):
                 del self.actions[index]
 
     def _soften_along(self, indexes: list[int], light: Mapping[int, int]) -> None:
-        """Soften ``indexes`` (in position order) up to the smallest frontier, a whole number of cache steps on
-        the axis of what softening saves, whose cuts really cover the excess: every one before the frontier
-        whole, the one it falls in graded (head and tail kept, never under the softened size), the rest
-        verbatim. The cuts up to a frontier depend only on the conversation before it, so while a growing
-        conversation's excess stays within what they save, the same frontier is chosen and the previous
-        request stays a prefix (a graded cut that saves more than its step does not move the frontier)."""
+        """Soften ``indexes`` (in position order) up to the smallest frontier on the axis of what softening
+        saves whose cuts really cover the excess: every one before the frontier whole, the one it falls in
+        graded (head and tail kept, never under the softened size), the rest verbatim. (A growing conversation
+        keeps its trimmed prefix by the growth anchor, ``engine.growth_anchor``, not by rounding cuts.)"""
         if self.fits():
             return
         excess = self.total - self.target
-        step = self.cache_step or excess  # exact cuts: one frontier at the excess, else every result whole
-        steps = max(1, math.ceil(excess / step))
-        plan, saved = self._soften_plan(indexes, light, steps * step)
-        if saved < excess:  # the cuts fall short of the step (the floors): further, while that frees more
-            while saved < excess:
-                wider, more = self._soften_plan(indexes, light, (steps + 1) * step)
-                if more <= saved:
-                    break
-                steps, plan, saved = steps + 1, wider, more
-        elif self.cache_step:  # a smaller frontier whose cuts already cover the excess keeps the previous cut
-            while steps > 1:
-                narrower, less = self._soften_plan(indexes, light, (steps - 1) * step)
-                if less < excess:
-                    break
-                steps, plan, saved = steps - 1, narrower, less
+        plan, saved = self._soften_plan(indexes, light, excess)
+        frontier = excess
+        while saved < excess:  # the cuts fall short (the floors): further, while that frees more
+            wider, more = self._soften_plan(indexes, light, frontier + excess)
+            if more <= saved:
+                break
+            frontier, plan, saved = frontier + excess, wider, more
         for index, version in plan:
             if version is None:
                 self._apply(index, "light")
@@ -274,49 +279,25 @@ class TrimState(Versions):
         if version is not None:
             self.rewrite(index, version[0], version[2], version[1])
 
-    def _groups(self, items: Sequence[tuple[int, Callable[[], int]]]) -> Iterator[tuple[float, int, bool]]:
-        """``items`` (a position and what taking it saves, in position order) taken a cache step at a time:
-        at the end of each group whose savings reach the next multiple of the step (like Anthropic's
-        ``clear_at_least``; every item with exact cuts), the frontier after it, the savings so far and True;
-        then, for a trailing group short of a step, the same with False. The savings of a prefix of the
-        conversation are the same in every later request, so the groups stay where they are as it grows."""
-        saved, bound, frontier, start = 0, self.cache_step, 0.0, 0
-        cap = max(self.cache_step, self.target // 2)
-        for position, saving in items:
-            value = saving()
-            if saved > start and saved + value - start > cap:
-                # a group never frees more than half the budget by itself (a large unit, the notice's
-                # growth): it ends before the item that would make it (a function of the prefix still)
-                yield frontier, saved, True
-                start = saved
-                bound = (saved // self.cache_step + 1) * self.cache_step if self.cache_step else 0
-            saved, frontier = saved + value, position + 1
-            if saved >= bound:
-                yield frontier, saved, True
-                start = saved
-                bound = (saved // self.cache_step + 1) * self.cache_step if self.cache_step else 0
-        if saved < bound:
-            yield frontier, saved, False
-
-    def _whole_cache_steps(self, items: Sequence[tuple[int, Callable[[], int]]]) -> float:
-        """The frontier after the last group of ``items`` whose savings reach a whole cache step."""
-        return max((frontier for frontier, _, whole in self._groups(items) if whole), default=0.0)
-
     def _first_fit(self, items: Sequence[tuple[int, Callable[[], int]]], total: int) -> tuple[float | None, int]:
-        """The first frontier (a group's end, ``_groups``) at which ``total``, less the savings of every item
-        before it, fits the target, and that total; (None, the total with every item taken) when none does.
-        Once a frontier moves it leaves room for the next turns."""
+        """The first frontier (the end of an item: a position and what taking it saves, in position order) at
+        which ``total``, less the savings of every item before it, fits the target, and that total; (None, the
+        total with every item taken) when none does. Leaving room (aiming ``room`` below the budget), it stops
+        short of an item that would overshoot the aim by more than the room once the rest is within the budget:
+        the room is not worth a unit that large (a function of the prefix still: the aim and room, not what the
+        request needs)."""
         if total <= self.target:
             return 0.0, total
-        saved = 0
-        for frontier, saved, _ in self._groups(items):
+        saved, frontier = 0, 0.0
+        for position, saving in items:
+            value = saving()
+            if self.leaving_room and total - saved <= self.target + self.room \
+                    and total - saved - value < self.target - self.room:
+                return frontier, total - saved
+            saved, frontier = saved + value, position + 1
             if total - saved <= self.target:
                 return frontier, total - saved
         return None, total - saved
-
-    def _rounded_up(self, tokens: int) -> int:
-        """``tokens`` rounded up to a whole cache step (as they are with exact cuts)."""
-        return math.ceil(tokens / self.cache_step) * self.cache_step if self.cache_step else tokens
 
     def _drop_items(self, units: list[Unit], candidates: Collection[int], level: str = "heavy"
                     ) -> list[tuple[int, Callable[[], int]]]:
@@ -375,13 +356,12 @@ class TrimState(Versions):
         self.edited[index] = new_message
 
     def reduce(self, index: int, *, floor: int, action: ActionKind, needed: int | None = None) -> None:
-        """Keep the message's head and tail, cutting ``needed`` tokens (by default the remaining excess rounded
-        up to a cache step, so a growing conversation re-cuts it only once a step); never below ``floor``
-        characters (``Versions.graded``)."""
+        """Keep the message's head and tail, cutting ``needed`` tokens (by default the remaining excess); never
+        below ``floor`` characters (``Versions.graded``)."""
         if len(message_text(self.messages[index])) <= floor or self.total <= self.target:
             return
         if needed is None:
-            needed = self._rounded_up(self.total - self.target)
+            needed = self.total - self.target
         new_message, new_tokens = self.graded(index, needed=needed, floor=floor, action=action)
         self.rewrite(index, new_message, action, new_tokens)
 
@@ -441,20 +421,29 @@ class TrimState(Versions):
 
     def protected_tokens(self, *, fixed_tokens: int, tools_tokens: int) -> dict[str, int]:
         """Where the remaining tokens sit, for the error message and the report."""
-        sizes = {"system": 0, "opening_context": 0, "latest_turn": 0, "older_history": 0}
-        for index, alive in enumerate(self.alive):
-            if not alive:
-                continue
-            role = self.messages[index].get("role")
-            if role in PROTECTED_ROLES:
-                key = "system"
-            elif self.in_latest_turn(index):
-                key = "latest_turn"
-            elif index == self.pinned or index in self.opening:
-                key = "opening_context"
-            else:
-                key = "older_history"
-            sizes[key] += self.tokens[index]
-        sizes["tool_definitions"] = tools_tokens
-        sizes["request_overhead"] = fixed_tokens - tools_tokens
-        return sizes
+        return where_tokens(self.messages, [self.tokens[i] if alive else None for i, alive in enumerate(self.alive)],
+                            latest_start=self.latest_start, opening=self.opening | {self.pinned},
+                            fixed_tokens=fixed_tokens, tools_tokens=tools_tokens)
+
+
+def where_tokens(messages: Sequence[Mapping[str, Any]], tokens: Sequence[int | None], *, latest_start: int,
+                 opening: Collection[int | None], fixed_tokens: int, tools_tokens: int) -> dict[str, int]:
+    """Where a request's tokens sit (``tokens``: each message's, None for one dropped): system messages, the
+    opening context (``opening``, the pinned message included), the latest turn (from ``latest_start``),
+    older history; tool definitions and the request's own overhead."""
+    sizes = {"system": 0, "opening_context": 0, "latest_turn": 0, "older_history": 0}
+    for index, size in enumerate(tokens):
+        if size is None:
+            continue
+        if messages[index].get("role") in PROTECTED_ROLES:
+            key = "system"
+        elif index >= latest_start:
+            key = "latest_turn"
+        elif index in opening:
+            key = "opening_context"
+        else:
+            key = "older_history"
+        sizes[key] += size
+    sizes["tool_definitions"] = tools_tokens
+    sizes["request_overhead"] = fixed_tokens - tools_tokens
+    return sizes

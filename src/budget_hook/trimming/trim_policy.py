@@ -14,9 +14,10 @@ class TrimPolicy:
 
     target_ratio: float = knob(1.0, gt=0, le=1, doc="aim every cut at this share of the budget (1: the budget "
                                                     "itself; lower drops content only to leave headroom)")
-    cache_step_ratio: float = knob(0.25, ge=0, le=1, doc="a frontier that moves frees at least this share "
-                                                         "of the budget, so a growing conversation keeps its "
-                                                         "cached prefix (0: cut exactly at the budget)")
+    cache_step_ratio: float = knob(0.2, ge=0, le=1, doc="a trim leaves this share of the budget free; the next "
+                                                         "requests of the conversation are that trim plus what "
+                                                         "they add (the cached prefix kept) until they outgrow "
+                                                         "it (0: every request cut exactly to the budget)")
     keep_opening_context: bool = knob(True, doc="keep the opening context: the user messages before the first reply "
                                                 "(task, AGENTS.md, environment) and acknowledged context (files "
                                                 "added to the chat); only the last stages drop or reduce any")
@@ -28,8 +29,9 @@ class TrimPolicy:
                                                 "when softening them all is not enough")
     tool_result_keep_chars: int = knob(500, ge=0, doc="characters of a compacted tool result that are kept")
     tool_result_min_chars: int = knob(1000, ge=0, doc="tool results shorter than this are never compacted")
-    keep_recent_tool_results: int = knob(3, ge=0, doc="the newest tool results (and the rest of their cache step) "
-                                                      "stay verbatim while older material can make the room")
+    keep_recent_tool_results: int = knob(3, ge=0, doc="the newest tool results (and all that follows the oldest "
+                                                      "of them) stay verbatim while older material can make the "
+                                                      "room")
     reduce_recent_tool_results: bool = knob(True, doc="when nothing older can make the room, the newest tool results "
                                                       "keep their head and tail, cut only as far as needed")
     soften_tool_results: bool = knob(True, doc="older tool results keep their head and tail (the middle goes), oldest "
