@@ -241,7 +241,7 @@ class ConversationShape(Shape):
         actions = tuple(a if a.content_hash else replace(a, content_hash=content_hash(messages[v.index]))
                         for a, v in zip(actions, report.actions, strict=True))
         anchor = report.anchor  # a view index, named as the native message (item) it stands for
-        if anchor is not None and native_action is not None:
+        if anchor is not None and native_action is not None and report.actions:
             anchor = native_action(replace(report.actions[0], index=anchor, block=None), view, body).index
         return TrimResult(new_body, replace(report, budget=budget, tokens_after=tokens_after, actions=actions,
                                             anchor=anchor))
