@@ -4,7 +4,7 @@
   the request's regions in the order their material is given up);
 * ``state``: the ``TrimState`` the stages work on (the least lossy cuts that fit), below the ladder;
 * ``engine``: ``trim_request``, the stages run over one ``TrimState`` (the request's own, or its growth
-  anchor's, plus what was added: ``trim_anchor``); ``CannotFitError`` when even the last stage cannot fit the
+  anchor's, plus what was added: ``growth_anchor``); ``CannotFitError`` when even the last stage cannot fit the
   request;
 * ``structure``: turns, drop units (a tool step at most) and tool-call pairing checks;
 * ``report``: what was done (``MessageAction``, ``TrimReport``), markers and content hashes;
@@ -13,7 +13,7 @@
 Every request shape is trimmed through this engine on its chat-shaped view (``budget_hook.shapes``).
 """
 
-from .engine import trim_anchor, trim_request
+from .engine import trim_request
 from .ladder import ACTION_KINDS, EDITING_ACTIONS, REDUCTIONS, REMOVING_ACTIONS, STAGES, Reduction, Stage, action_counts
 from .report import (
                      COMPACTED_MARKER,
@@ -33,4 +33,4 @@ from .trim_policy import TrimPolicy
 __all__ = ["ACTION_KINDS", "COMPACTED_MARKER", "EDITING_ACTIONS", "IMAGE_PLACEHOLDER", "IMAGE_REMOVED_MARKER",
            "REDUCTIONS", "REMOVING_ACTIONS", "SHORTENED_MARKER", "STAGES", "ActionKind", "MessageAction", "Reduction",
            "Stage", "TrimPolicy", "TrimReport", "TrimResult", "action_counts", "check_native_fit", "content_hash",
-           "message_text", "trim_anchor", "trim_request"]
+           "message_text", "trim_request"]

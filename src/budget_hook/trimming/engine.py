@@ -98,18 +98,6 @@ def trim_request(
                    policy=policy)
 
 
-def trim_anchor(request: Mapping[str, Any], *, counter: TokenCounter, budget: Budget,
-                policy: TrimPolicy = TrimPolicy()) -> int:
-    """Where ``trim_request`` computes this request's trim (``growth_anchor``): ``len(messages)`` when it is
-    trimmed afresh, or when it fits."""
-    count = counter.count_request(request)
-    target = min(budget.budget, math.floor(budget.budget * policy.target_ratio))
-    if count.total <= budget.budget:
-        return len(request["messages"])
-    return growth_anchor(request["messages"], count.per_message, target - count.overhead_tokens - count.tools_tokens,
-                         math.ceil(policy.cache_step_ratio * budget.budget))
-
-
 def growth_anchor(messages: Sequence[Mapping[str, Any]], per_message: Sequence[int], available: int,
                   room: int) -> int:
     """Where the trim of a request over its budget is computed: the end of the earlier request of the same
