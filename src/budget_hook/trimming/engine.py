@@ -47,8 +47,8 @@ from ..budget import Budget
 from ..counting import RequestCount, TokenCounter
 from .ladder import STAGES
 from .report import TrimReport, TrimResult, cannot_fit, content_hash
-from .state import TrimState, where_tokens
-from .structure import latest_turn_start, opening_parts
+from .state import TrimState, opening_of, where_tokens
+from .structure import latest_turn_start
 from .trim_policy import TrimPolicy
 
 
@@ -142,13 +142,10 @@ def _result(request: Mapping[str, Any], messages: list, count: RequestCount, sta
     if kept == len(messages):
         sizes = state.protected_tokens(fixed_tokens=fixed, tools_tokens=count.tools_tokens)
     else:  # the anchor's trim plus what was added, placed by this request's own structure
-        opening = opening_parts(messages, context_min_chars=policy.context_min_chars,
-                                ack_max_chars=policy.ack_max_chars) if policy.keep_opening_context else ((), ())
-        pinned = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None) \
-            if policy.pin_first_user_message else None
+        leading, acknowledged, pinned = opening_of(messages, policy)
         sizes = where_tokens(messages, [state.tokens[i] if state.alive[i] else None for i in range(kept)]
                              + list(count.per_message[kept:]), latest_start=latest_turn_start(messages),
-                             opening={*opening[0], *(i for pair in opening[1] for i in pair), pinned},
+                             opening={*leading, *(i for pair in acknowledged for i in pair), pinned},
                              fixed_tokens=fixed, tools_tokens=count.tools_tokens)
     new_messages = [state.edited.get(i, m) for i, m in enumerate(messages[:kept]) if state.alive[i]]
     if notice is not None:

@@ -69,11 +69,8 @@ class TrimState(Versions):
             for index in turn.indexes:
                 self.turn_of[index] = turn.number
         self.latest_start = latest_turn_start(messages)
-        leading, acknowledged = (opening_parts(messages, context_min_chars=policy.context_min_chars,
-                                               ack_max_chars=policy.ack_max_chars)
-                                 if policy.keep_opening_context else (frozenset(), ()))
+        leading, acknowledged, self.pinned = opening_of(messages, policy)
         self.opening = leading | frozenset(i for pair in acknowledged for i in pair)
-        self.pinned = self._pinned_index()
         # The latest turn is short: scan it backwards rather than the whole history.
         self.final_assistant = next(
             (i for i in range(len(messages) - 1, self.latest_start - 1, -1) if messages[i].get("role") == "assistant"),
@@ -88,11 +85,6 @@ class TrimState(Versions):
         self.context_units = [Unit(group, self.turn_of[group[0]]) for group in sorted(groups)
                               if not any(i in protected or i in keep or i == self.pinned for i in group)]
         self.newest_results = self._newest_results()
-
-    def _pinned_index(self) -> int | None:
-        if not self.policy.pin_first_user_message:
-            return None
-        return next((i for i, m in enumerate(self.messages) if m.get("role") == "user"), None)
 
     def _newest_results(self) -> frozenset[int]:
         """The ``keep_recent_tool_results`` newest tool results: a result leaves this set only when a newer one
@@ -424,6 +416,19 @@ class TrimState(Versions):
         return where_tokens(self.messages, [self.tokens[i] if alive else None for i, alive in enumerate(self.alive)],
                             latest_start=self.latest_start, opening=self.opening | {self.pinned},
                             fixed_tokens=fixed_tokens, tools_tokens=tools_tokens)
+
+
+def opening_of(messages: Sequence[Mapping[str, Any]], policy: TrimPolicy
+               ) -> tuple[frozenset[int], tuple[tuple[int, int], ...], int | None]:
+    """What ``policy`` keeps of the opening of ``messages``: the leading run and the acknowledged pairs
+    (``structure.opening_parts``, none with ``keep_opening_context`` off), and the pinned first user message
+    (None without ``pin_first_user_message``)."""
+    leading, acknowledged = (opening_parts(messages, context_min_chars=policy.context_min_chars,
+                                           ack_max_chars=policy.ack_max_chars)
+                             if policy.keep_opening_context else (frozenset(), ()))
+    pinned = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None) \
+        if policy.pin_first_user_message else None
+    return leading, acknowledged, pinned
 
 
 def where_tokens(messages: Sequence[Mapping[str, Any]], tokens: Sequence[int | None], *, latest_start: int,
