@@ -284,6 +284,83 @@ def test_when_the_next_steps_fit_on_top_of_the_last_cut_the_cut_does_not_move(re
     assert second.request["messages"][len(kept):] == steps  # what was added, verbatim
 
 
+_GROWTH = st.lists(st.tuples(st.sampled_from(["step", "step", "user"]), st.integers(1, 600)), min_size=1, max_size=6)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(conversations(), _GROWTH, st.floats(0.2, 0.9), st.sampled_from([0.1, 0.2, 0.5]), st.integers(0, 3),
+       st.booleans())
+def test_an_anchors_trim_taken_from_the_memo_is_the_trim_itself(request, growth, fraction, ratio, recent, opening):
+    """The requests of a conversation between two anchors reuse the anchor's trim from a per-process memo
+    (``trimming.settled``) when it holds for what they need: a cache of a pure function. Replayed request by
+    request with the memo warm, every answer (the forwarded request and the whole report) is the answer of a
+    process that never saw the conversation."""
+    from budget_hook.trimming.settled import ANCHOR_TRIMS
+
+    if pairing_problems(request["messages"]):
+        return
+    messages = list(request["messages"])
+    requests = [{**request, "messages": list(messages)}]
+    for number, (kind, size) in enumerate(growth):
+        if kind == "user":
+            messages += [{"role": "assistant", "content": f"answer {number} " * 3},
+                         {"role": "user", "content": f"question {number} " * size}]
+        else:
+            messages += [
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": f"g{number}", "type": "function", "function": {"name": "run", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": f"g{number}", "content": f"out {number} " * size}]
+        requests.append({**request, "messages": list(messages)})
+    budget = budget_of(max(1, int(GPT.count_request(requests[-1]).total * fraction)))
+    policy = TrimPolicy(cache_step_ratio=ratio, keep_recent_tool_results=recent, drop_opening_context=opening,
+                        reduce_opening_context=opening)
+
+    def trim(body):
+        try:
+            result = trim_request(body, counter=GPT, budget=budget, policy=policy)
+        except CannotFitError as exc:
+            return str(exc)
+        return result.request, result.report
+
+    ANCHOR_TRIMS.clear()
+    warm = [trim(body) for body in requests]
+    for body, answer in zip(requests, warm, strict=True):
+        ANCHOR_TRIMS.clear()
+        assert trim(body) == answer
+
+
+def test_real_runs_replayed_with_the_memo_warm_get_the_answers_of_a_fresh_process():
+    """The memo on real material: every real conversation and client run (Codex on /v1/responses, aider),
+    replayed turn by turn at 50% and 75% of its last request, gets from a process that trimmed the earlier
+    requests (the memo warm) the answer of a process that never saw the conversation; and the memo is used."""
+    from budget_hook.trimming.settled import ANCHOR_TRIMS
+
+    runs = []
+    for path in CONVERSATIONS:
+        messages = json.loads(path.read_text())["messages"]
+        runs.append((CHAT, [{"model": "gpt-4o", "messages": messages[:cut]} for cut in range(2, len(messages) + 1)]))
+    runs += [(RESPONSES if name.startswith("codex") else CHAT, client_run(name))
+             for name in ("codex/cx_trim", "codex/cx_base", "aider/ai_trim")]
+    hits = 0
+    for shape, requests in runs:
+        for share in (0.5, 0.75):
+            budget = budget_of(max(1, int(shape.count(requests[-1], GPT) * share)))
+
+            def trim(body, shape=shape, budget=budget):
+                try:
+                    result = shape.trim(body, counter=GPT, budget=budget)
+                except CannotFitError as exc:
+                    return str(exc)
+                return result.request, result.report
+            ANCHOR_TRIMS.clear()
+            warm = [trim(body) for body in requests]
+            hits += ANCHOR_TRIMS.hits
+            for body, answer in zip(requests, warm, strict=True):
+                ANCHOR_TRIMS.clear()
+                assert trim(body) == answer
+    assert hits > 50, hits
+
+
 _ROLES = st.sampled_from(["user", "assistant", "tool"])
 
 

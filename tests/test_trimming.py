@@ -208,10 +208,13 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy,
         for region_is_latest in (False, True):
             hit = [i for i in newest & edited if (i >= start) == region_is_latest or not latest]
             # a turn whose step holds a newest result keeps its question while that step stays (a step never
-            # opens the conversation without the question it answers)
+            # opens the conversation without the question it answers), and what came after the oldest newest
+            # result stays with them (it is newer)
             holding = {u.turn for u in units if newest.intersection(u.indexes)}
+            first_recent = min(newest, default=len(before))
             left = [i for u in units if u.latest == region_is_latest and not newest.intersection(u.indexes)
                     and not (u.turn in holding and before[u.indexes[0]]["role"] == "user")
+                    and u.indexes[-1] < first_recent
                     for i in u.indexes if i not in dropped]
             if hit and left:
                 alive = [i for i in kept if i not in left]

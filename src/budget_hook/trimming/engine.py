@@ -47,8 +47,9 @@ from ..budget import Budget
 from ..counting import RequestCount, TokenCounter
 from .ladder import STAGES
 from .report import TrimReport, TrimResult, cannot_fit, content_hash
-from .state import TrimState, opening_of, where_tokens
-from .structure import latest_turn_start
+from .settled import Settled, memo_key, recall, remember
+from .state import TrimState, opening_of
+from .structure import latest_turn_start, where_tokens
 from .trim_policy import TrimPolicy
 
 
@@ -83,19 +84,24 @@ def trim_request(
         # the prefix counted as part of this request (its messages' shares, this request's tools and overhead)
         prefix = replace(count, per_message=count.per_message[:start])
         added = count.total - prefix.total
-        state = _settle(counter, prefix, messages[:start], target, target - added, room, policy,
-                        *(frozenset(i for i in indexes if i < start) for indexes in sets))
+        settled = _anchor_trim(counter, prefix, messages[:start], target, target - added, room, policy,
+                               tuple(frozenset(i for i in indexes if i < start) for indexes in sets))
         # taken while the anchor's own newest results stayed whole: else the newest work is this request's
         # (its older steps leave first), and the request is trimmed afresh
-        if state.total + added <= budget.budget and not any(i in state.actions for i in state.newest_results):
-            return _result(request, messages, count, state, budget, target, hash_actions,
-                           tokens_after=state.total + added, policy=policy)
+        if settled.total + added <= budget.budget and not settled.newest_cut:
+            leading, acknowledged, pinned = opening_of(messages, policy)
+            sizes = where_tokens(messages, [settled.tokens[i] if settled.alive[i] else None for i in range(start)]
+                                 + list(count.per_message[start:]), latest_start=latest_turn_start(messages),
+                                 opening={*leading, *(i for pair in acknowledged for i in pair), pinned},
+                                 fixed_tokens=fixed, tools_tokens=count.tools_tokens)
+            return _result(request, messages, count, settled, budget, target, hash_actions, counter=counter,
+                           tokens_after=settled.total + added, sizes=sizes)
     state = _settle(counter, count, messages, target, target, room, policy, *sets)
+    sizes = state.protected_tokens(fixed_tokens=fixed, tools_tokens=count.tools_tokens)
     if state.total > budget.budget:
-        sizes = state.protected_tokens(fixed_tokens=fixed, tools_tokens=count.tools_tokens)
         raise cannot_fit(counter.model, budget, count.total, min(state.total, count.total), sizes)
-    return _result(request, messages, count, state, budget, target, hash_actions, tokens_after=state.total,
-                   policy=policy)
+    return _result(request, messages, count, _settled(state), budget, target, hash_actions, counter=counter,
+                   tokens_after=state.total, sizes=sizes)
 
 
 def growth_anchor(messages: Sequence[Mapping[str, Any]], per_message: Sequence[int], available: int,
@@ -116,53 +122,76 @@ def growth_anchor(messages: Sequence[Mapping[str, Any]], per_message: Sequence[i
     return anchor if anchor > 0 and size <= limit else len(messages)
 
 
+def _anchor_trim(counter: TokenCounter, count: RequestCount, messages: list, target: int, needed: int, room: int,
+                 policy: TrimPolicy, sets: tuple[frozenset[int], ...]) -> Settled:
+    """The trim of a growth anchor's prefix, from the memo when an earlier request of the conversation made
+    it and it holds for what this one needs (``settled``)."""
+    key = memo_key(counter, messages, count.per_message, count.total, target, room, policy, sets)
+    found = recall(key, needed)
+    if found is not None:
+        return found
+    state = _settle(counter, count, messages, target, needed, room, policy, *sets)
+    settled = _settled(state)
+    remember(key, settled)
+    return settled
+
+
 def _settle(counter: TokenCounter, count: RequestCount, messages: list, target: int, needed: int, room: int,
             policy: TrimPolicy, protected: frozenset[int], no_edit: frozenset[int], keep: frozenset[int]) -> TrimState:
     """Run the stages over ``messages`` while they are over ``needed`` (what the request needs); in a stage that
     leaves room (``Stage.leaves_room``) older material is cut to ``target`` less ``room``, so the next requests
-    grow into the room (the newest results only as far as ``needed``: ``TrimState.settle``)."""
+    grow into the room (the newest results only as far as ``needed``: ``TrimState.settle``). Records the
+    ``needed`` values the outcome holds for (``state.needed_range``)."""
     state = TrimState(counter, messages, list(count.per_message), count.total, needed, policy,
                       protected, no_edit, keep, room=room)
     roomy = target - room
+    low, high = 0, count.total  # a stage runs while the messages are over ``needed``
     for stage in STAGES:
         state.target = needed
         if state.fits():
+            low = state.total
             break  # the budget is met: the next region, which the agent needs more, is not touched
+        high = min(high, state.total)
+        if not (stage.leaves_room and room):
+            state.depends_on_needed = True  # cut only as far as ``needed``
         state.target, state.leaving_room = (roomy, True) if stage.leaves_room and room else (needed, False)
         stage.run(state)
+    else:
+        state.depends_on_needed = True
     state.target, state.leaving_room = needed, False
+    state.needed_range = (max(low, state.needed_floor), high)
     return state
 
 
-def _result(request: Mapping[str, Any], messages: list, count: RequestCount, state: TrimState, budget: Budget,
-            target: int, hash_actions: bool, *, tokens_after: int, policy: TrimPolicy) -> TrimResult:
-    notice = state.finish_notice()
-    fixed = count.overhead_tokens + count.tools_tokens
-    kept = len(state.messages)
-    if kept == len(messages):
-        sizes = state.protected_tokens(fixed_tokens=fixed, tools_tokens=count.tools_tokens)
-    else:  # the anchor's trim plus what was added, placed by this request's own structure
-        leading, acknowledged, pinned = opening_of(messages, policy)
-        sizes = where_tokens(messages, [state.tokens[i] if state.alive[i] else None for i in range(kept)]
-                             + list(count.per_message[kept:]), latest_start=latest_turn_start(messages),
-                             opening={*leading, *(i for pair in acknowledged for i in pair), pinned},
-                             fixed_tokens=fixed, tools_tokens=count.tools_tokens)
-    new_messages = [state.edited.get(i, m) for i, m in enumerate(messages[:kept]) if state.alive[i]]
+def _settled(state: TrimState) -> Settled:
+    low, high = state.needed_range
+    return Settled(kept=len(state.messages), alive=tuple(state.alive), tokens=tuple(state.tokens),
+                   edited=dict(state.edited), actions=tuple(state.actions[i] for i in sorted(state.actions)),
+                   notice=state.finish_notice(), dropped_turns=state.dropped_turns(), total=state.total,
+                   newest_cut=any(i in state.actions for i in state.newest_results),
+                   low=low, high=high, reusable=not state.depends_on_needed)
+
+
+def _result(request: Mapping[str, Any], messages: list, count: RequestCount, settled: Settled, budget: Budget,
+            target: int, hash_actions: bool, *, counter: TokenCounter, tokens_after: int,
+            sizes: dict[str, int]) -> TrimResult:
+    kept, notice = settled.kept, settled.notice
+    new_messages = [settled.edited.get(i, m) for i, m in enumerate(messages[:kept]) if settled.alive[i]]
     if notice is not None:
-        new_messages.insert(notice.position, state.notice_message(notice.text))
+        new_messages.insert(notice.position, TrimState.notice_message(notice.text))
     new_messages.extend(messages[kept:])
     new_request = {**request, "messages": new_messages}
     report = TrimReport(
-        model=state.counter.model,
+        model=counter.model,
         method=count.method,
         changed=True,
         tokens_before=count.total,
         tokens_after=tokens_after,
         budget=budget,
         target=target,
-        actions=tuple(replace(state.actions[index], content_hash=content_hash(messages[index])) if hash_actions
-                      else state.actions[index] for index in sorted(state.actions)),
-        dropped_turns=state.dropped_turns(),
+        actions=tuple(replace(action, content_hash=content_hash(messages[action.index])) if hash_actions
+                      else action for action in settled.actions),
+        dropped_turns=settled.dropped_turns,
         protected_tokens=sizes,
         notice=notice,
         anchor=kept if kept < len(messages) else None,

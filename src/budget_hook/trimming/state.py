@@ -23,7 +23,7 @@ from .report import (
     message_text,
     notice_text,
 )
-from .structure import PROTECTED_ROLES, Unit, drop_units, latest_turn_start, opening_parts, split_turns
+from .structure import PROTECTED_ROLES, Unit, drop_units, latest_turn_start, opening_parts, split_turns, where_tokens
 from .trim_policy import TrimPolicy
 from .versions import Versions
 
@@ -59,6 +59,12 @@ class TrimState(Versions):
         self.notice_tokens = 0  # the notice's exact size, once anything is dropped
         self.dropped_messages = 0
         self.dropped_tokens = 0
+        #: how ``needed`` shaped this trim (``settled.Settled``): the moves made, whether any was made to
+        #: ``needed`` (then the trim holds for this request only), and the least ``needed`` it holds for
+        self.moves = 0
+        self.depends_on_needed = False
+        self.needed_floor = 0
+        self.needed_range = (0, 0)
         self._variants = {}
         self._marked = {}
         self._notice_sizes: dict[tuple[int, int], int] = {}
@@ -155,18 +161,17 @@ class TrimState(Versions):
         first_recent = min(self.newest_results, default=len(self.messages))
         older_units = [u for u in units if u.indexes[-1] < first_recent
                        and not (u.turn in holding and self.messages[u.indexes[0]].get("role") == "user")]
-        light = {i: self.saving(i, "light") for i in candidates}
-        softened = self.total - sum(light.values())  # the region softened, the newest results verbatim
+        light = _Lazy(partial(self.saving, level="light"))  # what softening saves, counted when asked
 
-        cut = 0.0
-        if softened > self.target:  # softening cannot fit: the oldest units leave, as few as fit
-            found, rest_total = self._first_fit(self._drop_items(older_units, set(candidates), "light"), softened)
-            if found is None and not self._room_only(rest_total):  # then with what stays compacted
-                found, _ = self._first_fit(self._drop_items(older_units, set(candidates), "heavy"),
-                                           softened - sum(self.saving(i, "heavier") for i in candidates))
-            # dropping them all cannot make the room: the newest results must give anyway, and every older
-            # unit goes first (each spares the newest what it frees)
-            cut = math.inf if found is None else found
+        # softening the region cannot fit: the oldest units leave, as few as fit
+        found, rest_total = self._drop_frontier(older_units, candidates, light)
+        if found is None and not self._room_only(rest_total):  # then with what stays compacted
+            softened = self.total - sum(light[i] for i in candidates)  # the region softened, the newest verbatim
+            found, _ = self._first_fit(self._drop_items(older_units, set(candidates), "heavy"),
+                                       softened - sum(self.saving(i, "heavier") for i in candidates))
+        # dropping them all cannot make the room: the newest results must give anyway, and every older
+        # unit goes first (each spares the newest what it frees)
+        cut = math.inf if found is None else found
         gone = {i for u in older_units if self.positions[u.indexes[-1]] < cut for i in u.indexes}
         rest = [i for i in candidates if i not in gone]
         base = self.total - sum(self.tokens[i] for i in gone) + self._notice_size(gone) - self.notice_tokens
@@ -186,6 +191,7 @@ class TrimState(Versions):
         self._soften_along([i for i in rest if self.positions[i] >= compact], light)
         # the newest results: only as far as the request needs
         aim, leaving, self.target, self.leaving_room = self.target, self.leaving_room, self.needed, False
+        before, moves = self.total, self.moves
         for index in newest:  # still over: the newest results, oldest first, as little as needed
             if self.fits():
                 break
@@ -199,6 +205,10 @@ class TrimState(Versions):
             if found is None or self.positions[unit.indexes[-1]] < found:
                 self.drop_unit(unit)
         self._restore(newest)
+        if self.moves != moves:
+            self.depends_on_needed = True
+        elif newest or left:  # nothing was over ``needed``: a smaller one could have been
+            self.needed_floor = max(self.needed_floor, before)
         self.target, self.leaving_room = aim, leaving
 
     def _room_only(self, total: int) -> bool:
@@ -217,6 +227,7 @@ class TrimState(Versions):
                 self.tokens[index] = self.original_tokens[index]
                 del self.edited[index]
                 del self.actions[index]
+                self.moves += 1
 
     def _soften_along(self, indexes: list[int], light: Mapping[int, int]) -> None:
         """Soften ``indexes`` (in position order) up to the smallest frontier on the axis of what softening
@@ -291,6 +302,46 @@ class TrimState(Versions):
                 return frontier, total - saved
         return None, total - saved
 
+    def _drop_frontier(self, units: list[Unit], candidates: Collection[int], light: Mapping[int, int]
+                       ) -> tuple[float | None, int]:
+        """``_first_fit`` over ``units`` at the light level (each saves what it holds softened, less the notice's
+        growth) from the total with every candidate softened, found from the newest unit back: the walk stops
+        where no older frontier can be the answer (a total over the aim by more than the room and the notice,
+        which is all an older frontier could give back), so only the candidates that stay, and a band of the
+        room, are softened to know it (``light``, lazy). Exact: a unit's softened size is never negative (the
+        region's candidates are not edited yet)."""
+        cands = set(candidates)
+        messages, tokens = [0], [0]  # alive messages and their original tokens in the units before each
+        for unit in units:
+            alive = [i for i in unit.indexes if self.alive[i]]
+            messages.append(messages[-1] + len(alive))
+            tokens.append(tokens[-1] + sum(self.original_tokens[i] for i in alive))
+
+        def notice(j: int) -> int:
+            return self.notice_tokens if not j else self._notice_for(messages[j], tokens[j])
+
+        last = len(units)
+        in_units = {i for unit in units for i in unit.indexes}
+        totals = {last: self.total - sum(light[i] for i in cands if i not in in_units)
+                  - sum(self.tokens[i] for i in in_units) + notice(last) - self.notice_tokens}
+        threshold = self.target + (self.room if self.leaving_room else 0)
+        start = last
+        while start and totals[start] - notice(start) <= threshold:
+            start -= 1
+            softened = sum(self.tokens[i] - (light[i] if i in cands else 0) for i in units[start].indexes)
+            totals[start] = totals[start + 1] + softened - (notice(start + 1) - notice(start))
+        if not start and totals[0] <= self.target:
+            return 0.0, totals[0]
+        frontier = 0.0 if not start else self.positions[units[start - 1].indexes[-1]] + 1
+        for j in range(max(start - 1, 0), last):
+            if j >= start and self.leaving_room and totals[j] <= self.target + self.room \
+                    and totals[j + 1] < self.target - self.room:
+                return frontier, totals[j]
+            frontier = self.positions[units[j].indexes[-1]] + 1
+            if totals[j + 1] <= self.target:
+                return frontier, totals[j + 1]
+        return None, totals[last]
+
     def _drop_items(self, units: list[Unit], candidates: Collection[int], level: str = "heavy"
                     ) -> list[tuple[int, Callable[[], int]]]:
         """Each unit at its last message's position, with what dropping it saves over keeping it compacted,
@@ -346,6 +397,7 @@ class TrimState(Versions):
         self.total -= self.tokens[index] - new_tokens
         self.tokens[index] = new_tokens
         self.edited[index] = new_message
+        self.moves += 1
 
     def reduce(self, index: int, *, floor: int, action: ActionKind, needed: int | None = None) -> None:
         """Keep the message's head and tail, cutting ``needed`` tokens (by default the remaining excess); never
@@ -392,6 +444,7 @@ class TrimState(Versions):
         self.tokens[index] = 0
         self.alive[index] = False
         self.edited.pop(index, None)
+        self.moves += 1
 
     def dropped_turns(self) -> tuple[int, ...]:
         """Turns none of whose messages is left."""
@@ -418,6 +471,18 @@ class TrimState(Versions):
                             fixed_tokens=fixed_tokens, tools_tokens=tools_tokens)
 
 
+class _Lazy(dict[int, int]):
+    """A mapping whose values are computed on first access (``TrimState.settle``'s softening savings)."""
+
+    def __init__(self, compute: Callable[[int], int]) -> None:
+        super().__init__()
+        self.compute = compute
+
+    def __missing__(self, key: int) -> int:
+        value = self[key] = self.compute(key)
+        return value
+
+
 def opening_of(messages: Sequence[Mapping[str, Any]], policy: TrimPolicy
                ) -> tuple[frozenset[int], tuple[tuple[int, int], ...], int | None]:
     """What ``policy`` keeps of the opening of ``messages``: the leading run and the acknowledged pairs
@@ -429,26 +494,3 @@ def opening_of(messages: Sequence[Mapping[str, Any]], policy: TrimPolicy
     pinned = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None) \
         if policy.pin_first_user_message else None
     return leading, acknowledged, pinned
-
-
-def where_tokens(messages: Sequence[Mapping[str, Any]], tokens: Sequence[int | None], *, latest_start: int,
-                 opening: Collection[int | None], fixed_tokens: int, tools_tokens: int) -> dict[str, int]:
-    """Where a request's tokens sit (``tokens``: each message's, None for one dropped): system messages, the
-    opening context (``opening``, the pinned message included), the latest turn (from ``latest_start``),
-    older history; tool definitions and the request's own overhead."""
-    sizes = {"system": 0, "opening_context": 0, "latest_turn": 0, "older_history": 0}
-    for index, size in enumerate(tokens):
-        if size is None:
-            continue
-        if messages[index].get("role") in PROTECTED_ROLES:
-            key = "system"
-        elif index >= latest_start:
-            key = "latest_turn"
-        elif index in opening:
-            key = "opening_context"
-        else:
-            key = "older_history"
-        sizes[key] += size
-    sizes["tool_definitions"] = tools_tokens
-    sizes["request_overhead"] = fixed_tokens - tools_tokens
-    return sizes

@@ -187,3 +187,26 @@ def drop_units(messages: Sequence[Mapping[str, Any]], kept: Collection[int]) -> 
         if not latest and rest and not any(index in kept for index in turn.indexes):
             units.append(Unit(tuple(rest), turn.number))
     return units
+
+
+def where_tokens(messages: Sequence[Mapping[str, Any]], tokens: Sequence[int | None], *, latest_start: int,
+                 opening: Collection[int | None], fixed_tokens: int, tools_tokens: int) -> dict[str, int]:
+    """Where a request's tokens sit (``tokens``: each message's, None for one dropped): system messages, the
+    opening context (``opening``, the pinned message included), the latest turn (from ``latest_start``),
+    older history; tool definitions and the request's own overhead."""
+    sizes = {"system": 0, "opening_context": 0, "latest_turn": 0, "older_history": 0}
+    for index, size in enumerate(tokens):
+        if size is None:
+            continue
+        if messages[index].get("role") in PROTECTED_ROLES:
+            key = "system"
+        elif index >= latest_start:
+            key = "latest_turn"
+        elif index in opening:
+            key = "opening_context"
+        else:
+            key = "older_history"
+        sizes[key] += size
+    sizes["tool_definitions"] = tools_tokens
+    sizes["request_overhead"] = fixed_tokens - tools_tokens
+    return sizes
