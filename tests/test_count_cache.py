@@ -42,6 +42,15 @@ def test_cached_counts_equal_uncached_counts(batch, pad_system):
     ({"role": "user", "content": [{"type": "text", "text": "hi"}] * 50},
      {"role": "user", "content": [{"type": "text", "text": "\x1f".join(["hi"] * 50)}]}),
     ({"role": "system", "name": "x", "content": None}, {"role": "system", "name": "x", "content": ""}),
+    # tool calls are keyed by their strings without JSON: a string moved between fields is another message
+    ({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "ab", "type": "function", "function": {"name": "c", "arguments": "{}"}}]},
+     {"role": "assistant", "content": None, "tool_calls": [
+         {"id": "a", "type": "function", "function": {"name": "bc", "arguments": "{}"}}]}),
+    ({"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "read", "arguments": "{}"}}] * 2},
+     {"role": "assistant", "content": None, "tool_calls": [
+         {"id": "a", "type": "function", "function": {"name": "read", "arguments": "{}"}, "index": 0}] * 2}),
 ])
 def test_lookalike_messages_do_not_share_a_count(first, second):
     counter = COUNTERS[0]

@@ -279,6 +279,30 @@ def test_a_renumbered_count_is_the_count(model, corrected, head, tail, claims, r
             assert counts(message, len(str(claim))) == counter.count_message(message)
 
 
+@settings(max_examples=300, deadline=None)
+@given(model=st.sampled_from(RENUMBERED_MODELS), corrected=st.booleans(),
+       messages=st.integers(min_value=1, max_value=10**6), tokens=st.integers(min_value=0, max_value=10**12))
+def test_the_notice_counted_with_numbers_of_the_same_length_is_the_notice(model, corrected, messages, tokens):
+    """A trim counts the notice for every drop frontier it tries; where numbers cost by their length
+    (``prices_numbers_by_length``) it counts the notice with numbers of the same lengths and the same noun,
+    a handful of texts counted once per process. The answer is the notice's own count."""
+    from budget_hook.counting.cache import COUNT_CACHE
+    from budget_hook.trimming.report import notice_text
+    from budget_hook.trimming.state import TrimState
+    from budget_hook.trimming.trim_policy import TrimPolicy
+
+    counter = _counter(model, corrected)
+    state = TrimState(counter, [{"role": "user", "content": "hi"}], [5], 5, 5, TrimPolicy())
+    COUNT_CACHE.clear()
+    exact = counter.count_message(TrimState.notice_message(notice_text(messages, tokens)))
+    COUNT_CACHE.clear()
+    assert state._notice_for(messages, tokens) == exact
+    if corrected or model == "mistral-large-latest":  # a learned correction, another vocabulary: counted in full
+        assert not counter.prices_numbers_by_length
+    elif model in ("gpt-4o", "gpt-4", "claude-sonnet-4-5"):
+        assert counter.prices_numbers_by_length
+
+
 def test_renumbered_is_refused_where_it_cannot_be_promised():
     from budget_hook.counting import TokenCounter
     from budget_hook.counting.encodings import PIECE_CHARS

@@ -31,7 +31,7 @@ from typing import Any
 from ..errors import MalformedRequestError
 from . import images
 from .cache import COUNT_CACHE
-from .canonical import canonical_json
+from .canonical import canonical_json, plain_calls_key
 from .encodings import PIECE_CHARS, get_encoding
 from .family_tokenizers import family_encoder
 from .media import audio_tokens, file_text, file_tokens
@@ -232,6 +232,8 @@ class TokenCounter:
                 continue
             if isinstance(value, str):
                 others.append((name, len(value), hash(value)))
+            elif name == "tool_calls" and (calls := plain_calls_key(value)) is not None:
+                others.append((name, calls))  # the common shape without its JSON (about 5 us a message)
             else:
                 others.append((name, None if value is None else hash(canonical_json(value))))
         others.sort()  # one int per entry (about 180 bytes with the LRU's bookkeeping, against ~340 for the tuple)
@@ -242,6 +244,14 @@ class TokenCounter:
         profile in it); None when the message is not keyed (media, odd parts) or the counter is a subclass
         that counts some other way. Equal keys: equal counts (memos of work derived from a count use it)."""
         return self._cache_key(message, False) if type(self) is TokenCounter else None
+
+    @property
+    def prices_numbers_by_length(self) -> bool:
+        """Does a number standing alone (between characters that are neither letters nor digits) cost tokens
+        by its count of digits only, whatever its digits, in this counter's short texts? (o200k and cl100k cut
+        digits in groups of three, each group of 1-3 digits one token; the scale factor, the digit rule and
+        the run rule see digit counts only. Not a chat template, nor another vocabulary.)"""
+        return type(self) is TokenCounter and self.profile.encoding_name in DIGIT_GROUPED
 
     def renumbered(self, message: Mapping[str, Any], *, index: int = 0,
                    digits: int) -> Callable[[Mapping[str, Any], int], int] | None:
@@ -255,8 +265,7 @@ class TokenCounter:
         chars = len(content) if isinstance(content, str) else sum(
             len(p["text"]) for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str)) \
             if isinstance(content, list) else 0
-        if type(self) is not TokenCounter or self.profile.encoding_name not in DIGIT_GROUPED \
-                or chars >= PIECE_CHARS // 8:
+        if not self.prices_numbers_by_length or chars >= PIECE_CHARS // 8:
             return None
         key = self._cache_key(message, False)
         terms = COUNT_CACHE.get(hash((key, "terms"))) if key is not None else None

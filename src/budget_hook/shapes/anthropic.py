@@ -68,7 +68,7 @@ _EDITABLE_BLOCKS = frozenset({"text", "tool_use", "tool_result", "image", "docum
 
 
 def _has_cache_control(block: Any) -> bool:
-    if not isinstance(block, Mapping):
+    if type(block) is not dict and not isinstance(block, Mapping):  # dict first: the ABC check is slow
         return False
     if block.get("cache_control") is not None:
         return True
@@ -244,7 +244,7 @@ WRITERS = {"compacted": _compacted, "images_removed": _images_removed, "shortene
 
 
 def _kind(block: Any) -> Any:
-    return block.get("type") if isinstance(block, Mapping) else None
+    return block.get("type") if type(block) is dict or isinstance(block, Mapping) else None
 
 
 def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str, Any]:

@@ -19,6 +19,9 @@ from ..counting import canonical_json, media
 from ..counting.counter import HIDDEN_PROMPT
 from ..errors import MalformedRequestError
 
+#: ``json.dumps(value, ensure_ascii=False)``, without building an encoder per call
+_ARGUMENTS = json.JSONEncoder(ensure_ascii=False)
+
 
 def envelope(body: Mapping[str, Any]) -> dict[str, Any]:
     """The chat-shaped request around the messages: system, tools, tool choice and options."""
@@ -111,9 +114,8 @@ def convert_message(message: Any, where: str, *, keep_thinking: bool = True,
     tool_messages: list[dict[str, Any]] = []
     trailing_images: list[dict[str, Any]] = []
     for block_index, block in enumerate(content):
-        block_where = f"{where}.content[{block_index}]"
-        if not isinstance(block, Mapping):
-            raise MalformedRequestError(block_where, "expected a content block object")
+        if type(block) is not dict and not isinstance(block, Mapping):
+            raise MalformedRequestError(f"{where}.content[{block_index}]", "expected a content block object")
         kind = block.get("type")
         if kind == "text":
             parts.append({"type": "text", "text": str(block.get("text", ""))})
@@ -127,7 +129,7 @@ def convert_message(message: Any, where: str, *, keep_thinking: bool = True,
             parts.append({"type": "text", "text": canonical_json(block)})
             parts.extend(_citations(block))
         elif kind == "tool_use":
-            arguments = json.dumps(block.get("input", {}), ensure_ascii=False)
+            arguments = _ARGUMENTS.encode(block.get("input", {}))
             tool_calls.append(
                 {
                     "id": str(block.get("id", "")),
@@ -136,7 +138,7 @@ def convert_message(message: Any, where: str, *, keep_thinking: bool = True,
                 }
             )
         elif kind == "tool_result":
-            text, images = tool_result_content(block.get("content"), block_where)
+            text, images = tool_result_content(block.get("content"), f"{where}.content[{block_index}]")
             tool_message: dict[str, Any] = {"role": "tool", "tool_call_id": str(block.get("tool_use_id", "")),
                                             "content": text}
             if block.get("is_error") is True:

@@ -372,7 +372,11 @@ class TrimState(Versions):
             return 0
         key = (self.dropped_messages + messages, self.dropped_tokens + tokens)
         if key not in self._notice_sizes:
-            self._notice_sizes[key] = self.counter.count_message(self.notice_message(notice_text(*key)))
+            # where numbers cost by their length, the notice is counted with numbers of the same lengths (and
+            # the same noun): a handful of distinct texts, counted once per process (the count cache)
+            said = (key if not self.counter.prices_numbers_by_length else
+                    tuple(number if number < 2 else int("2" * len(str(number))) for number in key))
+            self._notice_sizes[key] = self.counter.count_message(self.notice_message(notice_text(*said)))
         return self._notice_sizes[key]
 
     def rewrite(self, index: int, new_message: Mapping[str, Any], action: ActionKind,
