@@ -329,10 +329,25 @@ def test_an_anchors_trim_taken_from_the_memo_is_the_trim_itself(request, growth,
         assert trim(body) == answer
 
 
+def _tamper(forwarded: dict) -> None:
+    """What a proxy might do to a request it forwards: change its messages and their parts in place."""
+    for message in forwarded.get("messages") or forwarded.get("input") or []:
+        if isinstance(message, dict):
+            message["tampered"] = True
+            content = message.get("content")
+            if isinstance(content, list):
+                for part in content:
+                    if isinstance(part, dict):
+                        part["cache_control"] = {"type": "ephemeral"}
+                content.append({"type": "text", "text": "tampered"})
+
+
 def test_real_runs_replayed_with_the_memo_warm_get_the_answers_of_a_fresh_process():
     """The memo on real material: every real conversation and client run (Codex on /v1/responses, aider),
     replayed turn by turn at 50% and 75% of its last request, gets from a process that trimmed the earlier
-    requests (the memo warm) the answer of a process that never saw the conversation; and the memo is used."""
+    requests (the memo warm) the answer of a process that never saw the conversation; and the memo is used.
+    What a proxy does to a forwarded request afterwards (here: every forwarded message and part changed in
+    place) never reaches the next request's answer."""
     from budget_hook.trimming.settled import ANCHOR_TRIMS
 
     runs = []
@@ -353,12 +368,42 @@ def test_real_runs_replayed_with_the_memo_warm_get_the_answers_of_a_fresh_proces
                     return str(exc)
                 return result.request, result.report
             ANCHOR_TRIMS.clear()
-            warm = [trim(body) for body in requests]
+            warm = []
+            for body in requests:
+                answer = trim(copy.deepcopy(body))  # each request its own objects, as parsed from the wire
+                warm.append(copy.deepcopy(answer))
+                if not isinstance(answer, str):
+                    _tamper(answer[0])
             hits += ANCHOR_TRIMS.hits
             for body, answer in zip(requests, warm, strict=True):
                 ANCHOR_TRIMS.clear()
                 assert trim(body) == answer
     assert hits > 50, hits
+
+
+def test_a_memoized_trim_forwards_new_objects_each_time():
+    """Rewritten results whose content is a list of parts: the memo hands each request new message and part
+    objects, so a proxy changing one forwarded request in place changes nothing in the next."""
+    from budget_hook.trimming.settled import ANCHOR_TRIMS
+
+    messages = [{**m, "content": [{"type": "text", "text": m["content"] * 4}]} if m["role"] == "tool" else m
+                for m in _growing_agent_loop(30)]
+    budget = budget_of(16000)
+    ANCHOR_TRIMS.clear()
+    cuts = range(40, len(messages) + 1, 2)
+    warm = []
+    for end in cuts:
+        result = trim_request(copy.deepcopy({"model": "gpt-4o", "messages": messages[:end]}), counter=GPT,
+                              budget=budget)
+        warm.append(copy.deepcopy(result.request))
+        _tamper(result.request)
+    assert ANCHOR_TRIMS.hits > 0
+    assert any(isinstance(m["content"], list) and "compacted" in m["content"][0]["text"]
+               for m in warm[-1]["messages"] if m["role"] == "tool")
+    for end, forwarded in zip(cuts, warm, strict=True):
+        ANCHOR_TRIMS.clear()
+        assert trim_request({"model": "gpt-4o", "messages": messages[:end]}, counter=GPT,
+                            budget=budget).request == forwarded
 
 
 _ROLES = st.sampled_from(["user", "assistant", "tool"])

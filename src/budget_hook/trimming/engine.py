@@ -47,7 +47,7 @@ from ..budget import Budget
 from ..counting import RequestCount, TokenCounter
 from .ladder import STAGES
 from .report import TrimReport, TrimResult, cannot_fit, content_hash
-from .settled import Settled, memo_key, recall, remember
+from .settled import Settled, fresh, memo_key, recall, remember
 from .state import TrimState, opening_of
 from .structure import latest_turn_start, where_tokens
 from .trim_policy import TrimPolicy
@@ -165,8 +165,10 @@ def _settle(counter: TokenCounter, count: RequestCount, messages: list, target: 
 
 def _settled(state: TrimState) -> Settled:
     low, high = state.needed_range
+    # every reduction rewrites a message's content only (``versions``): the rest is the request's own
     return Settled(kept=len(state.messages), alive=tuple(state.alive), tokens=tuple(state.tokens),
-                   edited=dict(state.edited), actions=tuple(state.actions[i] for i in sorted(state.actions)),
+                   edited={i: m["content"] for i, m in state.edited.items()},
+                   actions=tuple(state.actions[i] for i in sorted(state.actions)),
                    notice=state.finish_notice(), dropped_turns=state.dropped_turns(), total=state.total,
                    newest_cut=any(i in state.actions for i in state.newest_results),
                    low=low, high=high, reusable=not state.depends_on_needed)
@@ -176,7 +178,11 @@ def _result(request: Mapping[str, Any], messages: list, count: RequestCount, set
             target: int, hash_actions: bool, *, counter: TokenCounter, tokens_after: int,
             sizes: dict[str, int]) -> TrimResult:
     kept, notice = settled.kept, settled.notice
-    new_messages = [settled.edited.get(i, m) for i, m in enumerate(messages[:kept]) if settled.alive[i]]
+    edited = settled.edited
+    # rewritten messages are built on this request's own (their contents new objects too: what is forwarded
+    # is never shared with another request, whatever the proxy does to it afterwards)
+    new_messages = [{**m, "content": fresh(edited[i])} if i in edited else m
+                    for i, m in enumerate(messages[:kept]) if settled.alive[i]]
     if notice is not None:
         new_messages.insert(notice.position, TrimState.notice_message(notice.text))
     new_messages.extend(messages[kept:])

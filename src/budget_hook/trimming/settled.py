@@ -40,7 +40,8 @@ class Settled:
     kept: int
     alive: tuple[bool, ...]
     tokens: tuple[int, ...]
-    edited: Mapping[int, Mapping[str, Any]]
+    #: the new content of each rewritten message (a reduction changes nothing else)
+    edited: Mapping[int, Any]
     actions: tuple[MessageAction, ...]
     notice: Notice | None
     dropped_turns: tuple[int, ...]
@@ -82,8 +83,7 @@ def remember(key: int | None, settled: Settled) -> None:
     if key is None or not settled.reusable:
         return
     chars = 0
-    for message in settled.edited.values():
-        content = message.get("content")
+    for content in settled.edited.values():
         if isinstance(content, str):
             chars += len(content)
         elif isinstance(content, list) and all(isinstance(p, Mapping) and p.get("type") == "text" for p in content):
@@ -92,3 +92,9 @@ def remember(key: int | None, settled: Settled) -> None:
             return  # media kept beside the text: not worth holding
     if chars <= MAX_EDITED_CHARS:
         ANCHOR_TRIMS.put(key, settled)
+
+
+def fresh(content: Any) -> Any:
+    """A rewritten content to forward: a string as it is, a list of parts as new part objects."""
+    return content if isinstance(content, str) else \
+        [dict(part) if isinstance(part, dict) else part for part in content] if isinstance(content, list) else content
