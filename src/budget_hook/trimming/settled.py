@@ -12,10 +12,10 @@ The memo is a cache of a pure function: a request gets the same answer with or w
 process. It is keyed by what determines the trim: each message as counted (``TokenCounter.count_key``: its
 text's length and hash, its other fields, the tokenizer profile), the counts, the target, the room, the
 policy and the indexes the shape protects; a message the counter does not key (media) means no memo. It
-holds at most ``MAX_ENTRIES`` trims, each at most ``MAX_EDITED_CHARS`` characters of rewritten contents (8 MiB
-per process at the very worst), least recently used evicted first; ``COUNT_CACHE`` configured to 0 turns it
-off. It keeps contents only: each request's rewritten messages are built on its own messages, as new objects
-(``fresh``), so nothing a proxy does to one forwarded request reaches another.
+holds at most ``MAX_ENTRIES`` trims, each at most ``MAX_EDITED_CHARS`` characters of rewritten contents (8
+million characters per process at the very worst), least recently used evicted first; ``COUNT_CACHE``
+configured to 0 turns it off. It keeps contents only: each request's rewritten messages are built on its own
+messages, as new objects (``fresh``), so nothing a proxy does to one forwarded request reaches another.
 """
 
 from __future__ import annotations
