@@ -167,7 +167,7 @@ class TrimState(Versions):
         found, rest_total = self._drop_frontier(older_units, candidates, light)
         if found is None and not self._room_only(rest_total):  # then with what stays compacted
             softened = self.total - sum(light[i] for i in candidates)  # the region softened, the newest verbatim
-            found, _ = self._first_fit(self._drop_items(older_units, set(candidates), "heavy"),
+            found, _ = self._first_fit(self._drop_items(older_units, set(candidates)),
                                        softened - sum(self.saving(i, "heavier") for i in candidates))
         # dropping them all cannot make the room: the newest results must give anyway, and every older
         # unit goes first (each spares the newest what it frees)
@@ -342,8 +342,7 @@ class TrimState(Versions):
                 return frontier, totals[j + 1]
         return None, totals[last]
 
-    def _drop_items(self, units: list[Unit], candidates: Collection[int], level: str = "heavy"
-                    ) -> list[tuple[int, Callable[[], int]]]:
+    def _drop_items(self, units: list[Unit], candidates: Collection[int]) -> list[tuple[int, Callable[[], int]]]:
         """Each unit at its last message's position, with what dropping it saves over keeping it compacted,
         the notice's growth included (taken in order, so the notice grows with every unit before it)."""
         pending = [0, 0, self.notice_tokens]  # messages and tokens dropped so far, the notice's size
@@ -354,7 +353,7 @@ class TrimState(Versions):
                 pending[1] += sum(self.original_tokens[i] for i in unit.indexes if self.alive[i])
                 size = self._notice_for(pending[0], pending[1])
                 grew, pending[2] = size - pending[2], size
-                kept = sum(self.tokens[i] - (self.saving(i, level) if i in candidates else 0) for i in unit.indexes)
+                kept = sum(self.tokens[i] - (self.saving(i, "heavy") if i in candidates else 0) for i in unit.indexes)
                 return kept - grew
             return saving
         return [(self.positions[unit.indexes[-1]], saving_of(unit)) for unit in units]
