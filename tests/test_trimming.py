@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 import json
 import math
 import re
@@ -239,6 +240,12 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy,
         return next((m["role"] for m in messages if m["role"] not in ("system", "developer")), None)
     if first_non_system(before) == "user":
         assert first_non_system(after) == "user"
+    # No two assistant messages made neighbours (a step kept after its question left, a reply after a dropped
+    # result): providers that require alternating roles would refuse the request.
+    def assistant_neighbours(messages):
+        roles = [m["role"] for m in messages if m["role"] not in ("system", "developer")]
+        return sum(a == b == "assistant" for a, b in itertools.pairwise(roles))
+    assert assistant_neighbours(after) <= assistant_neighbours(before)
     # Idempotent: trimming the result again changes nothing.
     if protected or no_edit:
         return result  # indexes refer to the original; re-trimming would need them remapped
@@ -336,6 +343,45 @@ def test_older_results_are_softened_oldest_first_and_only_as_far_as_needed():
     for index in results[-3:]:
         assert by_index[index] is request["messages"][index]
     assert 0.98 * budget.budget <= result.report.tokens_after <= budget.budget  # cut to the budget, not past it
+
+
+def test_a_whole_step_dropped_past_the_need_comes_back_when_the_room_holds_it():
+    # A real pydantic-ai conversation (tests/data/conversations/pydanticai_cassette_07): one question, three small
+    # tool steps, the middle one the largest. Dropping steps oldest first to make 75 tokens of room took the
+    # first (78 tokens) and then the second (153): forwarded at 104 tokens of a 222 budget (47%). The minimal
+    # set of cuts drops the second alone and keeps the first: 182 tokens, the notice naming 2 messages.
+    data = json.loads((CONVERSATIONS[0].parent / "pydanticai_cassette_07.json").read_text(encoding="utf-8"))
+    request = {"model": "gpt-4o", "messages": data["messages"][:7]}
+    budget = budget_of(222)
+    result = trim_request(request, counter=COUNTER, budget=budget)
+    dropped = sorted(a.index for a in result.report.actions if a.action == "dropped")
+    assert dropped == [3, 4] and result.report.notice.messages == 2
+    assert budget.budget / 2 < result.report.tokens_after == COUNTER.count_request(result.request).total <= 222
+    assert [m["role"] for m in result.request["messages"]] == ["user", "assistant", "tool", "user", "assistant", "tool"]
+    assert not pairing_problems(result.request["messages"])
+
+
+def test_a_step_comes_back_only_with_its_question():
+    # Older turns: a question, tool steps, an answer. Whatever the last drops overshoot, a step never comes back
+    # after its question left: it would follow the previous turn's answer (two assistant messages in a row) or
+    # open the conversation. (Found by a search over such conversations: without the rule this one broke.)
+    messages = [{"role": "system", "content": "be brief"}]
+    for turn, (steps, answer) in enumerate(zip([[60, 5], [60, 150, 5], [20]], [120, 120, 2])):
+        messages.append({"role": "user", "content": f"question {turn}"})
+        for step, words in enumerate(steps):
+            call = f"call_{turn}_{step}"
+            messages.append({"role": "assistant", "content": None, "tool_calls": [
+                {"id": call, "type": "function", "function": {"name": "look", "arguments": "{}"}}]})
+            messages.append({"role": "tool", "tool_call_id": call, "content": "result " * words})
+        messages.append({"role": "assistant", "content": "answer " * answer})
+    messages.append({"role": "user", "content": "and now?"})
+    request = {"model": "gpt-4o", "messages": messages}
+    total = COUNTER.count_request(request).total
+    for policy in (EXACT, TrimPolicy()):
+        result = trim_request(request, counter=COUNTER, budget=budget_of(total // 2), policy=policy)
+        roles = [m["role"] for m in result.request["messages"] if m["role"] != "system"]
+        assert roles[0] == "user" and not pairing_problems(result.request["messages"])
+        assert all(not (a == b == "assistant") for a, b in itertools.pairwise(roles)), roles
 
 
 def test_markers_state_what_was_really_removed():

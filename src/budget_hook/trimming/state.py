@@ -14,21 +14,20 @@ from functools import partial
 from typing import Any
 
 from ..counting import TokenCounter
+from .removals import Removals
 from .report import (
     ActionKind,
     MessageAction,
-    Notice,
     all_text,
     content_chars,
     message_text,
-    notice_text,
 )
 from .structure import PROTECTED_ROLES, Unit, drop_units, latest_turn_start, opening_parts, split_turns, where_tokens
 from .trim_policy import TrimPolicy
 from .versions import Versions
 
 
-class TrimState(Versions):
+class TrimState(Versions, Removals):
     """Bookkeeping for one trim: which messages live, their current versions and token counts, and the
     rewritten versions each message could take."""
 
@@ -145,7 +144,8 @@ class TrimState(Versions):
         The newest tool results (``is_recent``), and the units after the oldest of them, stay verbatim while
         the rest of the region can make the room; what is still over is then cut from them, graded to what the
         request needs (``needed``: never for the room left to the next requests), and last their steps leave,
-        oldest first.
+        oldest first; a step those drops took past the need comes back when the room holds it whole
+        (``_restore_units``).
         """
         policy = self.policy
         in_region = [i for i in range(len(self.messages)) if region(i)]
@@ -201,10 +201,12 @@ class TrimState(Versions):
                 self.reduce(index, floor=policy.tool_result_keep_chars, action="compacted")
         left = [u for u in units if any(self.alive[i] for i in u.indexes)]
         found, _ = self._first_fit(self._drop_items(left, ()), self.total)  # still over: the rest, oldest first
-        for unit in left:
-            if found is None or self.positions[unit.indexes[-1]] < found:
-                self.drop_unit(unit)
+        last_drops = [u for u in left if found is None or self.positions[u.indexes[-1]] < found]
+        for unit in last_drops:
+            self.drop_unit(unit)
         self._restore(newest)
+        if not any(i in self.edited for i in newest):  # the newest whole: what the last drop overshot comes back
+            self._restore_units(last_drops[:-1])
         if self.moves != moves:
             self.depends_on_needed = True
         elif newest or left:  # nothing was over ``needed``: a smaller one could have been
@@ -358,26 +360,6 @@ class TrimState(Versions):
             return saving
         return [(self.positions[unit.indexes[-1]], saving_of(unit)) for unit in units]
 
-    def _notice_size(self, dropping: Iterable[int]) -> int:
-        """The notice's size with ``dropping`` dropped on top of what already was."""
-        if not self.policy.notify_model:
-            return 0
-        indexes = [i for i in dropping if self.alive[i]]
-        return self._notice_for(len(indexes), sum(self.original_tokens[i] for i in indexes))
-
-    def _notice_for(self, messages: int, tokens: int) -> int:
-        """The notice's size with ``messages`` more messages of ``tokens`` tokens dropped."""
-        if not self.policy.notify_model or not (messages or self.dropped_messages):
-            return 0
-        key = (self.dropped_messages + messages, self.dropped_tokens + tokens)
-        if key not in self._notice_sizes:
-            # where numbers cost by their length, the notice is counted with numbers of the same lengths (and
-            # the same noun): a handful of distinct texts, counted once per process (the count cache)
-            said = (key if not self.counter.prices_numbers_by_length else
-                    tuple(number if number < 2 else int("2" * len(str(number))) for number in key))
-            self._notice_sizes[key] = self.counter.count_message(self.notice_message(notice_text(*said)))
-        return self._notice_sizes[key]
-
     def rewrite(self, index: int, new_message: Mapping[str, Any], action: ActionKind,
                 new_tokens: int | None = None) -> None:
         if new_tokens is None:
@@ -411,61 +393,6 @@ class TrimState(Versions):
             needed = self.total - self.target
         new_message, new_tokens = self.graded(index, needed=needed, floor=floor, action=action)
         self.rewrite(index, new_message, action, new_tokens)
-
-    def drop_unit(self, unit: Unit) -> None:
-        dropping = [index for index in unit.indexes if self.alive[index]]
-        if not dropping:
-            return
-        size = self._notice_size(dropping)
-        for index in dropping:
-            self.drop(index)
-        if self.policy.notify_model:
-            # The notice the model will read is part of the request: counted exactly after every drop, so the
-            # stages stop on the true total.
-            self.dropped_messages += len(dropping)
-            self.dropped_tokens += sum(self.original_tokens[index] for index in dropping)
-            self.total += size - self.notice_tokens
-            self.notice_tokens = size
-
-    def drop(self, index: int) -> None:
-        original = self.messages[index]
-        # A message compacted earlier and then dropped is reported once, as dropped, with its
-        # original size: the log says what left the request, not the intermediate state.
-        self.actions[index] = MessageAction(
-            action="dropped",
-            index=index,
-            role=original["role"],
-            turn=self.turn_of[index],
-            tokens_before=self.original_tokens[index],
-            tokens_after=0,
-            chars_before=content_chars(original),
-            chars_after=0,
-            content_hash="",  # hashed once, for the final actions only (``engine.trim_request``)
-            tool_call_id=original.get("tool_call_id"),
-        )
-        self.total -= self.tokens[index]
-        self.tokens[index] = 0
-        self.alive[index] = False
-        self.edited.pop(index, None)
-        self.moves += 1
-
-    def dropped_turns(self) -> tuple[int, ...]:
-        """Turns none of whose messages is left."""
-        return tuple(turn.number for turn in self.turns if not any(self.alive[i] for i in turn.indexes))
-
-    @staticmethod
-    def notice_message(text: str) -> dict[str, Any]:
-        return {"role": "user", "content": text}
-
-    def finish_notice(self) -> Notice | None:
-        """The notice for what was dropped (already counted in ``total``)."""
-        if not self.notice_tokens:
-            return None
-        first = min(a.index for a in self.actions.values() if a.action == "dropped")
-        kept_before = [i for i in range(first) if self.alive[i]]
-        return Notice(text=notice_text(self.dropped_messages, self.dropped_tokens),
-                      after=kept_before[-1] if kept_before else None, position=len(kept_before),
-                      messages=self.dropped_messages, tokens=self.dropped_tokens)
 
     def protected_tokens(self, *, fixed_tokens: int, tools_tokens: int) -> dict[str, int]:
         """Where the remaining tokens sit, for the error message and the report."""
