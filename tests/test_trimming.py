@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError
-from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, message_text, trim_request
+from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, content_hash, message_text, trim_request
 from budget_hook.trimming.structure import drop_units, latest_turn_start, opening_parts, pairing_problems
 
 from .conftest import CONVERSATIONS, conversation_request
@@ -520,3 +520,22 @@ def test_softening_a_tool_result_keeps_its_images():
                           policy=TrimPolicy(keep_recent_tool_results=0, cache_step_ratio=0))
     content = result.request["messages"][2]["content"]
     assert image in content and "removed from the middle" in content[0]["text"]
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.text(),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+                           max_leaves=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(role=st.text(max_size=8), content=st.text() | st.lists(JSON_VALUES, max_size=3),
+       extra=st.dictionaries(st.text(max_size=5), JSON_VALUES, max_size=2))
+def test_a_content_hash_is_the_documented_recipe(role, content, extra):
+    """docs/operations.md: ``content_hash`` is the first 16 hex digits of SHA-256 over ``json.dumps(message,
+    sort_keys=True, separators=(",", ":"))``, so an operator can match a logged hash against a stored message
+    (non-ASCII text and lone surrogates included); the memo of recent hashes answers the same."""
+    import hashlib
+    message = {**extra, "role": role, "content": content}
+    expected = hashlib.sha256(json.dumps(message, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+    assert content_hash(message) == expected
+    assert content_hash(dict(message)) == expected  # again, from the memo where it has a key
