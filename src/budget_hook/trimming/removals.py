@@ -4,7 +4,7 @@ Mixed into ``state.TrimState``, which sets the state (as ``versions.Versions`` i
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from ..counting import TokenCounter
@@ -58,6 +58,16 @@ class Removals:
             self.total += tokens + notice - self.notice_tokens
             self.notice_tokens = notice
             self.moves += 1
+
+    def _notices(self, units: Sequence[Unit]) -> Callable[[int], int]:
+        """The notice's size once ``units[:j]`` are dropped on top of what already was, for any j (prefix sums of
+        their alive messages and original tokens; each size counted when asked)."""
+        messages, tokens = [0], [0]
+        for unit in units:
+            alive = [i for i in unit.indexes if self.alive[i]]
+            messages.append(messages[-1] + len(alive))
+            tokens.append(tokens[-1] + sum(self.original_tokens[i] for i in alive))
+        return lambda j: self.notice_tokens if not j else self._notice_for(messages[j], tokens[j])
 
     def _notice_size(self, dropping: Iterable[int]) -> int:
         """The notice's size with ``dropping`` dropped on top of what already was."""

@@ -313,15 +313,7 @@ class TrimState(Versions, Removals):
         room, are softened to know it (``light``, lazy). Exact: a unit's softened size is never negative (the
         region's candidates are not edited yet)."""
         cands = set(candidates)
-        messages, tokens = [0], [0]  # alive messages and their original tokens in the units before each
-        for unit in units:
-            alive = [i for i in unit.indexes if self.alive[i]]
-            messages.append(messages[-1] + len(alive))
-            tokens.append(tokens[-1] + sum(self.original_tokens[i] for i in alive))
-
-        def notice(j: int) -> int:
-            return self.notice_tokens if not j else self._notice_for(messages[j], tokens[j])
-
+        notice = self._notices(units)
         last = len(units)
         in_units = {i for unit in units for i in unit.indexes}
         totals = {last: self.total - sum(light[i] for i in cands if i not in in_units)
@@ -345,20 +337,16 @@ class TrimState(Versions, Removals):
         return None, totals[last]
 
     def _drop_items(self, units: list[Unit], candidates: Collection[int]) -> list[tuple[int, Callable[[], int]]]:
-        """Each unit at its last message's position, with what dropping it saves over keeping it compacted,
-        the notice's growth included (taken in order, so the notice grows with every unit before it)."""
-        pending = [0, 0, self.notice_tokens]  # messages and tokens dropped so far, the notice's size
+        """Each unit at its last message's position, with what dropping it (and every unit before it) saves over
+        keeping it compacted, the notice's growth included."""
+        notice = self._notices(units)
 
-        def saving_of(unit: Unit) -> Callable[[], int]:
+        def saving_of(j: int, unit: Unit) -> Callable[[], int]:
             def saving() -> int:
-                pending[0] += sum(1 for i in unit.indexes if self.alive[i])
-                pending[1] += sum(self.original_tokens[i] for i in unit.indexes if self.alive[i])
-                size = self._notice_for(pending[0], pending[1])
-                grew, pending[2] = size - pending[2], size
                 kept = sum(self.tokens[i] - (self.saving(i, "heavy") if i in candidates else 0) for i in unit.indexes)
-                return kept - grew
+                return kept - (notice(j + 1) - notice(j))
             return saving
-        return [(self.positions[unit.indexes[-1]], saving_of(unit)) for unit in units]
+        return [(self.positions[unit.indexes[-1]], saving_of(j, unit)) for j, unit in enumerate(units)]
 
     def rewrite(self, index: int, new_message: Mapping[str, Any], action: ActionKind,
                 new_tokens: int | None = None) -> None:
