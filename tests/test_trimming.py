@@ -359,6 +359,15 @@ def test_a_whole_step_dropped_past_the_need_comes_back_when_the_room_holds_it():
     assert budget.budget / 2 < result.report.tokens_after == COUNTER.count_request(result.request).total <= 222
     assert [m["role"] for m in result.request["messages"]] == ["user", "assistant", "tool", "user", "assistant", "tool"]
     assert not pairing_problems(result.request["messages"])
+    # without the notice (its ~35 tokens) the oldest step alone makes the room, and nothing is told
+    quiet = trim_request(request, counter=COUNTER, budget=budget, policy=TrimPolicy(notify_model=False))
+    assert sorted(a.index for a in quiet.report.actions if a.action == "dropped") == [1, 2]
+    assert quiet.report.notice is None and len(quiet.request["messages"]) == 5
+    assert quiet.report.tokens_after == COUNTER.count_request(quiet.request).total <= 222
+    # and 100 tokens over, where the first step is not enough: the second leaves alone, nothing told
+    quiet = trim_request(request, counter=COUNTER, budget=budget_of(197), policy=TrimPolicy(notify_model=False))
+    assert sorted(a.index for a in quiet.report.actions if a.action == "dropped") == [3, 4]
+    assert quiet.report.notice is None and 197 / 2 < quiet.report.tokens_after <= 197
 
 
 def test_a_step_comes_back_only_with_its_question():

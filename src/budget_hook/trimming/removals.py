@@ -53,8 +53,9 @@ class Removals:
                 self.alive[index] = True
                 self.tokens[index] = self.original_tokens[index]
                 del self.actions[index]
-            self.dropped_messages -= count
-            self.dropped_tokens -= tokens
+            if self.policy.notify_model:  # what ``drop_unit`` counted for the notice
+                self.dropped_messages -= count
+                self.dropped_tokens -= tokens
             self.total += tokens + notice - self.notice_tokens
             self.notice_tokens = notice
             self.moves += 1

@@ -134,7 +134,7 @@ class TrimResult:
 _HASHED_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"), default=str)
 
 #: content hashes of messages seen recently: a resent history that is trimmed again drops the same
-#: messages, and their SHA-256 over canonical JSON would otherwise be recomputed on every request
+#: messages, and their SHA-256 over their JSON would otherwise be recomputed on every request
 _HASHES = CountCache(max_entries=16_384)
 
 
