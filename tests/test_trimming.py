@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import itertools
 import json
 import math
@@ -543,8 +544,10 @@ def test_a_content_hash_is_the_documented_recipe(role, content, extra):
     """docs/operations.md: ``content_hash`` is the first 16 hex digits of SHA-256 over ``json.dumps(message,
     sort_keys=True, separators=(",", ":"))``, so an operator can match a logged hash against a stored message
     (non-ASCII text and lone surrogates included); the memo of recent hashes answers the same."""
-    import hashlib
-    message = {**extra, "role": role, "content": content}
-    expected = hashlib.sha256(json.dumps(message, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
-    assert content_hash(message) == expected
-    assert content_hash(dict(message)) == expected  # again, from the memo where it has a key
+    for message in ({**extra, "role": role, "content": content},
+                    {"role": role, "content": [{"type": "text", "text": (content if isinstance(content, str) else "")
+                                                + "caf\u00e9 \ud800 \U0001f642"}]}):
+        recipe = json.dumps(message, sort_keys=True, separators=(",", ":"))
+        expected = hashlib.sha256(recipe.encode()).hexdigest()[:16]
+        assert content_hash(message) == expected
+        assert content_hash(dict(message)) == expected  # again, from the memo where it has a key
