@@ -35,20 +35,21 @@ class Removals:
     _notice_sizes: dict[tuple[int, int], int]
 
     def _restore_units(self, units: Sequence[Unit]) -> None:
-        """Give back, newest first, the units of ``units`` (dropped oldest first, to what the request needs) that
+        """Give back, oldest first, the units of ``units`` (dropped oldest first, to what the request needs) that
         the room the later drops freed now holds whole: so a whole-unit drop never cuts much past the budget (a
-        small conversation's large newest step leaves alone, its older small one comes back). A unit comes back
-        only where it reads as it did: a tool step only while its turn's question is kept."""
-        for unit in reversed(units):
+        small conversation's large second step leaves alone, its small first one comes back). Oldest first and
+        only while each comes back, so what is left out stays one run and the notice stands where it starts; a
+        unit comes back only where it reads as it did: a tool step only while its turn's question is kept."""
+        for unit in units:
             head = self.turns[self.turn_of[unit.indexes[0]]].indexes[0] if self.turns else None
             if self.messages[unit.indexes[0]].get("role") != "user" and (
                     head is None or head in unit.indexes or not self.alive[head]
                     or self.messages[head].get("role") != "user"):
-                continue
+                return
             count, tokens = len(unit.indexes), sum(self.original_tokens[i] for i in unit.indexes)
             notice = self._notice_for(-count, -tokens) if self.dropped_messages > count else 0
             if self.total + tokens + notice - self.notice_tokens > self.target:
-                continue
+                return
             for index in unit.indexes:
                 self.alive[index] = True
                 self.tokens[index] = self.original_tokens[index]
