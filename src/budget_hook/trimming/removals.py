@@ -38,8 +38,8 @@ class Removals:
         """Give back, oldest first, the units of ``units`` (dropped oldest first, to what the request needs) that
         the room the later drops freed now holds whole: so a whole-unit drop never cuts much past the budget (a
         small conversation's large second step leaves alone, its small first one comes back). Oldest first and
-        only while each comes back, so what is left out stays one run and the notice stands where it starts; a
-        unit comes back only where it reads as it did: a tool step only while its turn's question is kept."""
+        only while each comes back, so the units left out stay one run (not two gaps); a unit comes back only
+        where it reads as it did: a tool step only while its turn's question is kept."""
         for unit in units:
             head = self.turns[self.turn_of[unit.indexes[0]]].indexes[0] if self.turns else None
             if self.messages[unit.indexes[0]].get("role") != "user" and (
