@@ -34,23 +34,24 @@ class Removals:
     turn_of: list[int]
     _notice_sizes: dict[tuple[int, int], int]
 
-    def _restore_units(self, units: Sequence[Unit]) -> None:
-        """Give back, oldest first, the units of ``units`` (dropped oldest first, to what the request needs) that
-        the room the later drops freed now holds whole: so a whole-unit drop never cuts much past the budget (a
-        small conversation's large second step leaves alone, its small first one comes back). Oldest first and
-        only while each comes back, so the units left out stay one run (not two gaps); a unit comes back only
-        where it reads as it did: a tool step only while its turn's question is kept."""
-        for unit in units:
+    def _restore_units(self, drops: Sequence[tuple[Unit, tuple[int, ...]]]) -> None:
+        """Give back, oldest first, the units of ``drops`` (each with the messages its drop took; dropped oldest
+        first, to what the request needs) that the room the later drops freed now holds whole: so a whole-unit
+        drop never cuts much past the budget (a small conversation's large second step leaves alone, its small
+        first one comes back). Oldest first and only while each comes back, so the units left out stay one run
+        (not two gaps); a unit comes back only where it reads as it did: a tool step only while its turn's
+        question is kept."""
+        for unit, indexes in drops:
             head = self.turns[self.turn_of[unit.indexes[0]]].indexes[0] if self.turns else None
             if self.messages[unit.indexes[0]].get("role") != "user" and (
                     head is None or head in unit.indexes or not self.alive[head]
                     or self.messages[head].get("role") != "user"):
                 return
-            count, tokens = len(unit.indexes), sum(self.original_tokens[i] for i in unit.indexes)
+            count, tokens = len(indexes), sum(self.original_tokens[i] for i in indexes)
             notice = self._notice_for(-count, -tokens) if self.dropped_messages > count else 0
-            if self.total + tokens + notice - self.notice_tokens > self.target:
+            if not indexes or self.total + tokens + notice - self.notice_tokens > self.target:
                 return
-            for index in unit.indexes:
+            for index in indexes:
                 self.alive[index] = True
                 self.tokens[index] = self.original_tokens[index]
                 del self.actions[index]

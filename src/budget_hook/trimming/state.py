@@ -201,8 +201,10 @@ class TrimState(Versions, Removals):
                 self.reduce(index, floor=policy.tool_result_keep_chars, action="compacted")
         left = [u for u in units if any(self.alive[i] for i in u.indexes)]
         found, _ = self._first_fit(self._drop_items(left, ()), self.total)  # still over: the rest, oldest first
-        last_drops = [u for u in left if found is None or self.positions[u.indexes[-1]] < found]
-        for unit in last_drops:
+        # each unit with the messages it drops (those still alive), oldest first
+        last_drops = [(u, tuple(i for i in u.indexes if self.alive[i])) for u in left
+                      if found is None or self.positions[u.indexes[-1]] < found]
+        for unit, _ in last_drops:
             self.drop_unit(unit)
         self._restore(newest)
         if not any(i in self.edited for i in newest):  # the newest whole: what the last drop overshot comes back
