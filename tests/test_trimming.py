@@ -371,6 +371,23 @@ def test_a_whole_step_dropped_past_the_need_comes_back_when_the_room_holds_it():
     assert quiet.report.notice is None and 197 / 2 < quiet.report.tokens_after <= 197
 
 
+def test_older_steps_the_last_drop_took_past_the_aim_come_back():
+    # A real SWE-agent run (tests/data/conversations/sweagent_03), its 12th request (7,780 tokens) at a 6,057
+    # budget, whose room leaves older history at 4,845. Its oldest steps leave oldest first: 150, 1,040 and
+    # 2,196 tokens. The first two with everything after them softened are not enough; the third, taken with
+    # them, lands at 4,433. The minimal set of cuts gives the first back (4,583): the two left out stay one
+    # run, under one notice, and what follows is unchanged.
+    messages = json.loads((CONVERSATIONS[0].parent / "sweagent_03.json").read_text(encoding="utf-8"))["messages"]
+    request = {"model": "gpt-4o", "messages": messages[:24]}
+    budget = budget_of(6057)
+    result = trim_request(request, counter=COUNTER, budget=budget)
+    assert [(a.index, a.action) for a in result.report.actions] == [(i, "dropped") for i in (4, 5, 6, 7)]
+    assert result.report.notice.messages == 4 and result.report.notice.position == 4
+    assert result.report.tokens_after == COUNTER.count_request(result.request).total == 4583
+    forwarded = result.request["messages"]
+    assert forwarded[:4] == messages[:4] and forwarded[5:] == messages[8:24] and not pairing_problems(forwarded)
+
+
 def test_a_step_comes_back_only_with_its_question():
     # Older turns: a question, tool steps, an answer. Whatever the last drops overshoot, a step never comes back
     # after its question left: it would follow the previous turn's answer (two assistant messages in a row) or

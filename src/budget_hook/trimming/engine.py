@@ -48,7 +48,7 @@ from ..counting import RequestCount, TokenCounter
 from .ladder import STAGES
 from .report import TrimReport, TrimResult, cannot_fit, content_hash
 from .settled import Settled, fresh, memo_key, recall, remember
-from .state import TrimState, opening_of
+from .state import TrimState, is_result, opening_of
 from .structure import latest_turn_start, where_tokens
 from .trim_policy import TrimPolicy
 
@@ -84,10 +84,19 @@ def trim_request(
         # the prefix counted as part of this request (its messages' shares, this request's tools and overhead)
         prefix = replace(count, per_message=count.per_message[:start])
         added = count.total - prefix.total
-        settled = _anchor_trim(counter, prefix, messages[:start], target, target - added, room, policy,
-                               tuple(frozenset(i for i in indexes if i < start) for indexes in sets))
-        # taken while the anchor's own newest results stayed whole: else the newest work is this request's
-        # (its older steps leave first), and the request is trimmed afresh
+        anchor_sets = tuple(frozenset(i for i in indexes if i < start) for indexes in sets)
+        settled = _anchor_trim(counter, prefix, messages[:start], target, target - added, room, policy, anchor_sets)
+        newer = sum(1 for m in messages[start:] if is_result(m))
+        still_newest = max(0, policy.keep_recent_tool_results - newer)
+        if settled.newest_cut and still_newest < policy.keep_recent_tool_results:
+            # the anchor had to cut its own newest results, but for this request only the last ``still_newest``
+            # of them are among the newest (the rest were added since): the anchor's trim with only those kept
+            # as newest, so its other results are older material (they leave first). A function of the anchor
+            # and of how many results were added, so the next requests that added as many take the same trim.
+            settled = _anchor_trim(counter, prefix, messages[:start], target, target - added, room,
+                                   replace(policy, keep_recent_tool_results=still_newest), anchor_sets)
+        # taken while the anchor's newest results (for this request) stayed whole: else the newest work is this
+        # request's, and the request is trimmed afresh
         if settled.total + added <= budget.budget and not settled.newest_cut:
             leading, acknowledged, pinned = opening_of(messages, policy)
             sizes = where_tokens(messages, [settled.tokens[i] if settled.alive[i] else None for i in range(start)]

@@ -36,11 +36,11 @@ class Removals:
 
     def _restore_units(self, drops: Sequence[tuple[Unit, tuple[int, ...]]]) -> None:
         """Give back, oldest first, the units of ``drops`` (each with the messages its drop took; dropped oldest
-        first, to what the request needs) that the room the later drops freed now holds whole: so a whole-unit
-        drop never cuts much past the budget (a small conversation's large second step leaves alone, its small
-        first one comes back). Oldest first and only while each comes back, so the units left out stay one run
-        (not two gaps); a unit comes back only where it reads as it did: a tool step only while its turn's
-        question is kept."""
+        first, to the aim) that the room the later drops freed now holds whole: so a whole-unit drop never cuts
+        much past the aim (a small conversation's large second step leaves alone, its small first one comes
+        back; an older history's small steps come back when the last to leave was large). Oldest first and
+        only while each comes back, so the units left out stay one run (not two gaps); a unit comes back only
+        where it reads as it did: a tool step only while its turn's question is kept."""
         for unit, indexes in drops:
             head = self.turns[self.turn_of[unit.indexes[0]]].indexes[0] if self.turns else None
             if self.messages[unit.indexes[0]].get("role") != "user" and (

@@ -96,7 +96,7 @@ class TrimState(Versions, Removals):
         arrives, and then joins the end of the soften axis, after the frontier, so it stays as it was until
         the request needs the room."""
         keep = self.policy.keep_recent_tool_results
-        results = [i for i, m in enumerate(self.messages) if m.get("role") in ("tool", "function")]
+        results = [i for i, m in enumerate(self.messages) if is_result(m)]
         return frozenset(results[max(0, len(results) - keep):])
 
     def in_latest_turn(self, index: int) -> bool:
@@ -138,7 +138,8 @@ class TrimState(Versions, Removals):
         falls in is cut only as far as the excess needs, and everything after it stays verbatim. When
         softening the whole region cannot fit, the oldest units leave first (a tool step, or an older turn's
         question with its answer), one at a time until the rest fits, and what stays after them is softened
-        only as far as it must be. Compaction (a result's head only, long assistant messages shortened) comes
+        only as far as it must be, and those the last drop took past the aim come back (``_restore_units``) when
+        the room holds them whole. Compaction (a result's head only, long assistant messages shortened) comes
         only when nothing droppable is left, and never for the room alone (``_room_only``).
 
         The newest tool results (``is_recent``), and the units after the oldest of them, stay verbatim while
@@ -182,13 +183,15 @@ class TrimState(Versions, Removals):
                                        softened)
             compact = math.inf if found is None else found
 
-        for unit in older_units:
-            if self.positions[unit.indexes[-1]] < cut:
-                self.drop_unit(unit)
+        drops = [(u, tuple(i for i in u.indexes if self.alive[i])) for u in older_units
+                 if self.positions[u.indexes[-1]] < cut]
+        for unit, _ in drops:
+            self.drop_unit(unit)
         for index in rest:
             if self.positions[index] < compact:
                 self._apply(index, "heavy")
         self._soften_along([i for i in rest if self.positions[i] >= compact], light)
+        self._restore_units(drops[:-1])  # what the last of them took past the aim comes back
         # the newest results: only as far as the request needs
         aim, leaving, self.target, self.leaving_room = self.target, self.leaving_room, self.needed, False
         before, moves = self.total, self.moves
@@ -414,3 +417,8 @@ def opening_of(messages: Sequence[Mapping[str, Any]], policy: TrimPolicy
     pinned = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None) \
         if policy.pin_first_user_message else None
     return leading, acknowledged, pinned
+
+
+def is_result(message: Mapping[str, Any]) -> bool:
+    """Is this chat message a tool result (what ``keep_recent_tool_results`` counts)?"""
+    return message.get("role") in ("tool", "function")
