@@ -20,16 +20,18 @@ from budget_hook.budget import ModelLimits
 from budget_hook.policy.settings import load_settings
 from budget_hook.proxy import BudgetHookHTTPError, BudgetHookPlugin
 
-CALL_TYPES = ("acompletion", "anthropic_messages", "aresponses", "atext_completion", "aembedding")
+CALL_TYPES = ("acompletion", "anthropic_messages", "aresponses", "atext_completion", "aembedding", "agenerate_content",
+              "pass_through_endpoint")
 
 
-def plugin(window: int = 4000, model: str = "gpt-4o") -> BudgetHookPlugin:
-    instance = BudgetHookPlugin(load_settings({"log_to_stderr": False, "fail_mode": "closed"}))
+def plugin(window: int = 4000, model: str = "gpt-4o", **policy) -> BudgetHookPlugin:
+    instance = BudgetHookPlugin(load_settings({"log_to_stderr": False, "fail_mode": "closed", **policy}))
     instance.model_limits = lambda group: ModelLimits(window, "fuzz", model)  # type: ignore[method-assign]
     return instance
 
 
-PLUGINS = {"gpt": plugin(), "claude": plugin(model="anthropic/claude-sonnet-4-5"), "unknown": plugin(model="no-such-model")}
+PLUGINS = {"gpt": plugin(), "claude": plugin(model="anthropic/claude-sonnet-4-5"), "unknown": plugin(model="no-such-model"),
+           "old images": plugin(1000, drop_old_images=True)}
 
 
 class _Timeout(Exception):
@@ -84,9 +86,16 @@ message = st.one_of(
                                                           "function": json_values}), max_size=3)),
                                         "tool_call_id": json_values, "name": json_values}),
 )
+gemini_part = st.one_of(json_values, st.fixed_dictionaries({}, optional={
+    "text": json_values, "functionCall": json_values, "functionResponse": json_values, "inlineData": json_values,
+    "thoughtSignature": json_values}))
+gemini_content = st.one_of(json_values, st.fixed_dictionaries({}, optional={
+    "role": st.one_of(st.sampled_from(["user", "model"]), json_values),
+    "parts": st.one_of(gemini_part, st.lists(gemini_part, max_size=4))}))
 bodies = st.fixed_dictionaries(
     {"model": st.one_of(st.just("g"), json_values)},
     optional={"messages": st.one_of(json_values, st.lists(message, max_size=6)),
+              "contents": st.one_of(json_values, st.lists(gemini_content, max_size=6)),
               "input": st.one_of(json_values, st.lists(st.one_of(message, part), max_size=6)),
               "prompt": json_values, "system": json_values, "instructions": json_values, "tools": json_values,
               "max_tokens": json_values, "max_completion_tokens": json_values, "max_output_tokens": json_values,
@@ -167,6 +176,44 @@ def test_nasty_corpus(name):
     outcome, _ = run(json.loads(json.dumps(body)) if "surrogate" not in name else body)
     if expected:
         assert outcome == expected, name
+
+
+LONG = "a long passage of text about the parser " * 400
+#: found by fuzzing the core (random and single-point mutations of real bodies): each reached the plugin's
+#: failure path (a client value checked against a set while unhashable, a non-object entry read as one, a
+#: one-object ``parts`` counted but not written back), or escaped the hook as a 500 (pass-through detection)
+FOUND = {
+    "gemini entry not an object": ("agenerate_content", {"model": "g", "contents": [5]}, "contents[0]"),
+    "gemini entry a string after a content": ("agenerate_content", {"model": "g", "contents": [
+        {"role": "user", "parts": [{"text": "hi"}]}, "hello"]}, "contents[1]"),
+    "gemini parts one object, trimmed": ("agenerate_content", {"model": "g", "contents": [
+        {"role": "user", "parts": {"text": LONG}}, {"role": "model", "parts": {"text": LONG}},
+        {"role": "user", "parts": [{"text": "and now?"}]}]}, None),
+    "anthropic block type an object": ("anthropic_messages", {"model": "g", "max_tokens": 100, "messages": [
+        {"role": "user", "content": [{"type": {}}]}]}, None),
+    "anthropic block type a list": ("anthropic_messages", {"model": "g", "max_tokens": 100, "messages": [
+        {"role": "user", "content": [{"type": ["text"], "text": "hi"}]}]}, None),
+    "responses image detail an object": ("aresponses", {"model": "g", "input": [{"role": "user", "content": [
+        {"type": "input_image", "image_url": "https://x/a.png", "detail": {"a": 1}}]}]}, "input[0].content[0].detail"),
+    "chat image detail a list": ("acompletion", chat({"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "https://x/a.png", "detail": ["high"]}}]}),
+        "messages[0].content[0].image_url.detail"),
+    "pass-through part type an object": ("pass_through_endpoint", chat({"role": "user", "content": [
+        {"type": {"a": 1}, "text": "hi"}]}), None),
+    "old part type an object, old images dropped": ("acompletion", chat(
+        {"role": "user", "content": "start"}, {"role": "assistant", "content": [{"type": {"a": 1}, "text": LONG}]},
+        {"role": "user", "content": "and now?"}), None),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FOUND))
+def test_what_fuzzing_found_is_forwarded_or_a_400_naming_the_field(name):
+    call_type, body, field = FOUND[name]
+    outcome, answer = run(json.loads(json.dumps(body)), call_type, "old images" if "old images" in name else "gpt")
+    if field is None:
+        assert outcome == "forwarded"
+    else:
+        assert outcome == "rejected" and answer.param == field, (outcome, answer)
 
 
 def test_a_50_mb_string_is_answered_without_hanging():

@@ -200,6 +200,25 @@ def test_a_tokenizer_that_fails_on_a_text_is_given_it_in_pieces():
         safe_encode(lambda text: (_ for _ in ()).throw(KeyboardInterrupt()), "x")
 
 
+@pytest.mark.parametrize("model", ["gemini/gemini-2.5-pro", "mistral/mistral-large-latest", "gpt-4o"])
+@pytest.mark.parametrize("text", ["x" * 400_000, "lorem ipsum 12345 " * 20_000])
+def test_truncating_an_embedding_input_counts_it_a_bounded_number_of_times(model, text, monkeypatch):
+    # One letter repeated, which an estimate prices far above the tokens kept, was shrunk 5% a time: 35 counts
+    # and 8 million characters counted for a 400,000-character input (6 s for a 1 MB one).
+    from budget_hook.shapes import inputs
+
+    counted: list[int] = []
+    count = inputs._count
+    monkeypatch.setattr(inputs, "_count", lambda item, counter: counted.append(len(item)) or count(item, counter))
+    counter = TokenCounter.for_model(model)
+    for limit in (8192, 60_000):
+        counted.clear()
+        result = inputs.check_inputs(text, field="input", counter=counter, limit=limit, truncate=True)
+        assert len(counted) <= 6 and sum(counted) <= 3 * len(text), (len(counted), sum(counted))
+        if result.over:  # (o200k packs the repeated letter: 50,000 tokens, under the larger limit)
+            assert result.truncated == (0,) and limit * 0.95 <= result.tokens[0] <= limit
+
+
 @pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5", "mistral/mistral-small", "ollama/llama3"])
 def test_a_million_spaces_are_counted_not_a_crash(model):
     """tiktoken's o200k_base and Llama 3 panicked on them (a bare 500 through the proxy), Tekken raised."""

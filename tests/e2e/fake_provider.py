@@ -14,7 +14,8 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a rea
   always for a model whose name ends in ``-down`` (to exercise router fallbacks), after the window check;
 * streams (SSE) when asked, with a final usage chunk;
 * also serves ``/v1/embeddings`` (each input against the window), ``/v1/responses`` (items, with
-  ``function_call``/``function_call_output`` pairing; with ``previous_response_id`` an output whose call is
+  ``function_call``/``function_call_output`` pairing, and a built-in tool's: ``custom_tool_call_output``...;
+  with ``previous_response_id`` an output whose call is
   not in ``input`` is accepted, as the server holds the earlier items; streamed as the Responses API's
   events when asked) and Anthropic's ``/v1/messages`` (Anthropic's ``prompt is too long`` error,
   ``tool_use``/``tool_result`` pairing checked like the real API, and roles that must alternate: two
@@ -444,13 +445,16 @@ def _responses(self, body: dict) -> None:
         return self._error(404, f"The model `{model}` does not exist.", "model_not_found")
     items = body.get("input")
     items = [{"role": "user", "content": items}] if isinstance(items, str) else items or []
-    calls = {item.get("call_id") for item in items if isinstance(item, dict) and item.get("type") == "function_call"}
+    # an output (function_call_output, or a built-in tool's: custom_tool_call_output, local_shell_call_output...)
+    # needs its call of the same tool in the input
+    calls = {(item.get("type"), item.get("call_id")) for item in items if isinstance(item, dict)}
     server_side = bool(body.get("previous_response_id"))  # earlier items, calls included, live on the server
     for index, item in enumerate(items):
-        if (isinstance(item, dict) and item.get("type") == "function_call_output" and item.get("call_id") not in calls
-                and not server_side):
-            return self._error(400, f"No tool call found for function call output with call_id {item.get('call_id')}.",
-                               None, f"input[{index}]")
+        kind = item.get("type") if isinstance(item, dict) else None
+        if (isinstance(kind, str) and kind.endswith("_call_output") and "call_id" in item and not server_side
+                and (kind[:-len("_output")], item.get("call_id")) not in calls):
+            return self._error(400, f"No tool call found for {kind[:-len('_output')].replace('_', ' ')} output with "
+                               f"call_id {item.get('call_id')}.", None, f"input[{index}]")
     prompt = responses_prompt(body)
     if CHAINS is not None and body.get("previous_response_id"):
         with CHAINS_LOCK:

@@ -97,6 +97,12 @@ def test_the_fake_provider_rejects_what_the_real_apis_reject(proxy, upstream):
     response = post(proxy, "/v1/responses", {**orphan, "previous_response_id": "resp_abc"})
     assert response.status_code == 200, response.text
     assert len(sent(upstream, "/responses", "e2e-fake-orphan")) == 2
+    # a built-in tool's output without its call, as OpenAI words it
+    custom = {"model": "small", "input": [{"type": "custom_tool_call_output", "call_id": "call_patch", "output": "ok"},
+                                          {"role": "user", "content": "and then? [e2e-fake-custom-orphan]"}]}
+    response = post(proxy, "/v1/responses", custom)
+    assert response.status_code == 400
+    assert "No tool call found for custom tool call output with call_id call_patch." in response.text
 
 
 # --- Claude Code on /v1/messages ------------------------------------------------------------------------
@@ -261,6 +267,48 @@ def test_responses_continuation_keeps_the_output_whose_call_is_on_the_server(pro
     assert record["outcome"] == "success" and "server_side_history_not_counted" in record["decision"]["notes"]
     warnings = record["decision"].get("warnings") or []
     assert not any("request invalid before trimming" in warning for warning in warnings), warnings
+
+
+def test_responses_built_in_tool_calls_leave_with_their_outputs(proxy, upstream):
+    """Codex sends its freeform ``apply_patch`` as a ``custom_tool_call`` (and ``local_shell_call`` on
+    codex-mini), answered by a ``*_output`` item with the same ``call_id``, next to its function calls. Over
+    the budget, a call and its output leave together: the provider rejects an output without its call. (They
+    were two unrelated items to the trimmer, and a parallel step lost the call and kept the output.)"""
+    marker = "e2e-builtin-pairs"
+    items: list[dict] = [{"role": "user", "content": "Refactor the parser module."}]
+    for step in range(16):
+        items += [
+            {"type": "function_call", "call_id": f"call_sh_{step}", "name": "shell",
+             "arguments": json.dumps({"command": ["cat", f"src/parser_{step}.py"]})},
+            {"type": "custom_tool_call", "call_id": f"call_patch_{step}", "name": "apply_patch",
+             "input": "*** Begin Patch\n*** Update File: src/parser.py\n" + "+    token = next(stream)\n" * 40},
+            {"type": "function_call_output", "call_id": f"call_sh_{step}",
+             "output": f"def parse_{step}(stream):\n" + "    return read(stream)  # parser line\n" * 60},
+            {"type": "custom_tool_call_output", "call_id": f"call_patch_{step}",
+             "output": "Success. Updated the following files:\nM src/parser.py\n" + "hunk applied; " * 40},
+            {"type": "local_shell_call", "call_id": f"call_ls_{step}", "id": f"lsc_{step}", "status": "completed",
+             "action": {"type": "exec", "command": ["pytest", "-q"]}},
+            {"type": "local_shell_call_output", "call_id": f"call_ls_{step}", "output": "passed " * 120},
+        ]
+    items.append({"role": "user", "content": f"Now run the linters. [{marker}]"})
+    body = {"model": "codex", "input": items, "stream": False}
+    assert count_responses(body, GPT) > 20000
+
+    response = post(proxy, "/v1/responses", body)
+
+    assert response.status_code == 200, response.text
+    assert response.headers["x-budget-decision"] == "trimmed"
+    [forwarded] = sent(upstream, "/responses", marker)
+    kept = forwarded["input"]
+    assert responses_pairing_problems(kept) == []
+    assert len(kept) < len(items) and int(response.headers["x-budget-dropped-messages"]) > 0
+    # the newest step whole, and each pair either both kept or both gone
+    assert [as_litellm_forwards(i) for i in items[-7:]] == kept[-7:]
+    for call_type in ("function_call", "custom_tool_call", "local_shell_call"):
+        calls = {i["call_id"] for i in kept if i.get("type") == call_type}
+        outputs = {i["call_id"] for i in kept if i.get("type") == f"{call_type}_output"}
+        assert calls == outputs and calls
+    assert count_responses(forwarded, GPT) <= int(response.headers["x-budget-input-budget"])
 
 
 # --- aider on /v1/chat/completions ----------------------------------------------------------------------

@@ -392,11 +392,13 @@ class TokenCounter:
     def image_tokens(self, image: Any, *, where: str = "image_url") -> int:
         """Tokens of one ``image_url`` value (a string URL or ``{"url", "detail"}``)."""
         url: Any
+        detail: Any
         if isinstance(image, str):
             url, detail = image, "auto"
         elif isinstance(image, Mapping):
-            url, detail = image.get("url"), image.get("detail") or "auto"
-            if detail not in _IMAGE_DETAILS:
+            url, detail = image.get("url"), image.get("detail")
+            detail = "auto" if detail is None or detail == "" else detail
+            if not isinstance(detail, str) or detail not in _IMAGE_DETAILS:  # (an object or list: unhashable)
                 raise MalformedRequestError(f"{where}.detail", "an invalid detail value (expected auto, low or high)")
         else:
             raise MalformedRequestError(where, f"expected a URL string or an object, got {type(image).__name__}")

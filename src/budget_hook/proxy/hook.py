@@ -232,7 +232,10 @@ class BudgetHookPlugin(CustomLogger):
             return None
         shape = SHAPES.for_call_type(call_type)
         if shape is None and call_type == PASS_THROUGH_CALL_TYPE:
-            shape = SHAPES.detect(data)  # a pass-through body in a format we read is budgeted as that format
+            try:  # a pass-through body in a format we read is budgeted as that format
+                shape = SHAPES.detect(data)
+            except Exception as exc:  # a bug of ours, on whatever the client sent: the fail mode, never a 500
+                return self._internal_failure(exc, data, "litellm_metadata", self.settings.base_fail_mode, None)
         group = data.get("model") or pass_through_group(call_type, shape)  # Gemini pass-through: in the URL
         if shape is None:
             if refused_call(call_type) and self.settings.unknown_routes == "block":  # proxy.route_guard

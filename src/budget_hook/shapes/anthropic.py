@@ -243,8 +243,10 @@ def _shortened(blocks: Sequence[Any], edited: Mapping[str, Any]) -> list[Any]:
 WRITERS = {"compacted": _compacted, "images_removed": _images_removed, "shortened": _shortened}
 
 
-def _kind(block: Any) -> Any:
-    return block.get("type") if type(block) is dict or isinstance(block, Mapping) else None
+def _kind(block: Any) -> str | None:
+    """A block's ``type`` when it is a string (a client's ``{"type": {...}}`` is no known block)."""
+    kind = block.get("type") if type(block) is dict or isinstance(block, Mapping) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str, Any]:

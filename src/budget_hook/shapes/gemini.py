@@ -212,7 +212,9 @@ def _current_turn_start(contents: list[Any]) -> int:
     whose tool loop is running starts there."""
     for index in range(len(contents) - 1, -1, -1):
         entry = contents[index]
-        parts = entry.get("parts") if isinstance(entry, Mapping) else None
+        if not isinstance(entry, Mapping):
+            continue  # not a content (the view names it)
+        parts = entry.get("parts")
         parts = [parts] if isinstance(parts, Mapping) else parts if isinstance(parts, list) else []
         if entry.get("role") != "model" and any(isinstance(p, Mapping) and isinstance(p.get("text"), str)
                                                  for p in parts):
@@ -292,7 +294,7 @@ def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str,
             continue
         gone.setdefault(ref.content, set()).update(ref.parts)
         if action.action != "dropped":
-            native = contents[ref.content]["parts"]
+            native = _parts(contents[ref.content], f"contents[{ref.content}]")
             written.setdefault(ref.content, {})[min(ref.parts)] = WRITERS[action.action](
                 [native[i] for i in sorted(ref.parts)], edited_views[view_index])
     placed: list[Placed] = []
@@ -301,7 +303,7 @@ def _apply(body: Mapping[str, Any], view: View, result: TrimResult) -> dict[str,
             placed.append((index, entry))
             continue
         parts: list[Any] = []
-        for part_index, part in enumerate(entry["parts"]):
+        for part_index, part in enumerate(_parts(entry, f"contents[{index}]")):
             parts.extend(written.get(index, {}).get(part_index, ()))
             if part_index not in gone[index]:
                 parts.append(part)
@@ -335,7 +337,7 @@ def gemini_pairing_problems(contents: Any) -> list[str]:
     called: list[str] = []
     for index, entry in enumerate(contents if isinstance(contents, list) else []):
         parts = entry.get("parts") if isinstance(entry, Mapping) else None
-        parts = parts if isinstance(parts, list) else []
+        parts = [parts] if isinstance(parts, Mapping) else parts if isinstance(parts, list) else []
         answers = [str((_response(p) or {}).get("name")) for p in parts if _response(p) is not None]
         for name in answers:
             if name not in called:

@@ -91,8 +91,10 @@ def _truncate(item: Any, counter: TokenCounter, limit: int) -> Any:
     else:
         tokens = counter.encoding.encode_ordinary(item)
     text = decode(tokens[:keep])
-    while _count(text, counter) > limit and keep > 0:  # digits, factors and bounds: shrink until it holds
-        keep = int(keep * 0.95)
+    # digits, factors and bounds: shrink until it holds, in proportion to the overshoot (a text of one letter
+    # repeated, which an estimate prices far above its tokens, was cut 5% a time: dozens of counts of the whole)
+    while (counted := _count(text, counter)) > limit and keep > 0:
+        keep = min(int(keep * 0.95), int(keep * limit / counted))
         text = decode(tokens[:keep])
     return text
 

@@ -11,8 +11,11 @@ As for ``/v1/messages``, the generic trimmer decides on a chat-shaped *view* wit
   message item, so a ``function_call`` and its ``function_call_output`` (same turn) leave together;
 * a ``function_call_output`` whose call is not in ``input`` (it lives on the server, with
   ``previous_response_id``) is never dropped;
-* ``reasoning`` items (possibly ``encrypted_content``) and items of built-in tools are never edited:
-  they stay or leave with their whole turn;
+* a built-in tool's call and output (``custom_tool_call`` and ``custom_tool_call_output``, ``local_shell_call``,
+  ``computer_call``..., paired by ``call_id`` as functions are) are a tool call and its result in the view,
+  so they leave together, and are never edited;
+* ``reasoning`` items (possibly ``encrypted_content``) and server-side tool items (``web_search_call``...) are
+  never edited: they stay or leave with the step they belong to;
 * compacting keeps the ``function_call_output`` item and its ``call_id``; shortening rewrites an
   assistant message's ``output_text``; ``drop_old_images`` turns old ``input_image`` parts into text.
 
@@ -39,6 +42,7 @@ from .references import responses_references
 
 SERVER_HISTORY_NOTE = "server_side_history_not_counted"
 _ROLES = ("user", "assistant", "system", "developer")
+_DETAILS = ("auto", "low", "high")
 
 
 
@@ -54,7 +58,10 @@ def _part(part: Any, where: str) -> dict[str, Any]:
         return {"type": "text", "text": str(part.get("refusal", ""))}
     if kind == "input_image":
         url = part.get("image_url") or (f"file:{part['file_id']}" if part.get("file_id") else "")
-        return {"type": "image_url", "image_url": {"url": str(url), "detail": part.get("detail", "auto")}}
+        detail = part.get("detail")
+        if detail not in (None, "") and detail not in _DETAILS:  # named as the client sent it, not as the view has it
+            raise MalformedRequestError(f"{where}.detail", "an invalid detail value (expected auto, low or high)")
+        return {"type": "image_url", "image_url": {"url": str(url), "detail": detail or "auto"}}
     if kind == "input_file":
         file = {k: part[k] for k in ("file_data", "file_id", "filename") if k in part}
         if "file_url" in part and "file_id" not in file:
@@ -137,8 +144,22 @@ def build_view(body: Mapping[str, Any]) -> View:
                 content.append({"type": THOUGHT_SIGNATURE, "signature": encrypted})
             view = {"role": "assistant", "content": content}
             no_edit.add(len(messages))
+        elif (pairing := _paired(item)) is not None:
+            # A built-in tool's call and its output (``custom_tool_call``, ``local_shell_call``,
+            # ``computer_call``...): a tool call and its result in the view, so they leave together; never edited.
+            call_id, is_output = pairing
+            if is_output:
+                output = item.get("output")
+                view = {"role": "tool", "tool_call_id": call_id,
+                        "content": output if isinstance(output, str) else canonical_json(item)}
+            else:
+                name = item.get("name") if isinstance(item.get("name"), str) else str(kind)
+                view = {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": call_id, "type": "function", "function": {"name": name, "arguments": canonical_json(item)}}]}
+            no_edit.add(len(messages))
         else:
-            # Built-in tool calls and their outputs, item references...: counted as their JSON, never edited.
+            # Server-side tool calls (web search, code interpreter...), item references...: counted as their JSON,
+            # never edited.
             view = {"role": "assistant", "content": canonical_json(item)}
             no_edit.add(len(messages))
         messages.append(view)
@@ -161,8 +182,8 @@ def build_view(body: Mapping[str, Any]) -> View:
         request["response_format"] = {"type": "json_schema", "json_schema": {"schema": text_format.get("schema")}}
     # A function_call_output whose call is not in ``input`` answers a call the server holds (a continuation
     # with ``previous_response_id``): it must reach the model, so it is never dropped.
-    calls = {str(item.get("call_id")) for item in items
-             if isinstance(item, Mapping) and item.get("type") == "function_call"}
+    calls = {str(item.get("call_id")) for item in items if isinstance(item, Mapping) and (
+        item.get("type") == "function_call" or _paired(item) == (item.get("call_id"), False))}
     keep = frozenset(view_index for view_index, message in enumerate(messages)
                      if message.get("role") == "tool" and message.get("tool_call_id") not in calls)
     return View(request, tuple(refs), no_edit=frozenset(no_edit), keep=keep)
@@ -253,9 +274,23 @@ def _native_action(action: MessageAction, view: View, body: Mapping[str, Any]) -
                    tool_call_id=item.get("call_id") if isinstance(item.get("call_id"), str) else None)
 
 
+def _paired(item: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """(call id, is it the output) for a built-in tool's call or output item, which pair by ``call_id`` as
+    functions do: ``custom_tool_call`` and ``custom_tool_call_output``, ``local_shell_call``, ``computer_call``,
+    ``shell_call``, ``apply_patch_call``... (any ``*_call`` / ``*_call_output`` carrying a ``call_id``; the
+    server-side ones, such as ``web_search_call``, carry none). None for anything else, functions included."""
+    kind, call_id = item.get("type"), item.get("call_id")
+    if not isinstance(kind, str) or not isinstance(call_id, str) or kind.startswith("function_call"):
+        return None
+    if kind.endswith("_call_output"):
+        return call_id, True
+    return (call_id, False) if kind.endswith("_call") else None
+
+
 def responses_pairing_problems(items: Any) -> list[str]:
-    """A ``function_call_output`` whose ``call_id`` matches no earlier ``function_call``, or a call left
-    without output before the next user message (what the Responses API rejects)."""
+    """An output (``function_call_output``, or a built-in tool's, such as ``custom_tool_call_output``) whose
+    ``call_id`` matches no earlier call, or a call left without output before the next user message (what the
+    Responses API rejects)."""
     if not isinstance(items, list):
         return []
     problems, calls, answered = [], {}, set()
@@ -263,16 +298,17 @@ def responses_pairing_problems(items: Any) -> list[str]:
         if not isinstance(item, Mapping):
             continue
         kind = item.get("type", "message")
-        if kind == "function_call":
+        pairing = _paired(item)
+        if kind == "function_call" or (pairing is not None and not pairing[1]):
             calls[str(item.get("call_id"))] = index
-        elif kind == "function_call_output":
+        elif kind == "function_call_output" or pairing is not None:
             call_id = str(item.get("call_id"))
             if call_id not in calls:
-                problems.append(f"input[{index}]: function_call_output for {call_id} has no function_call")
+                problems.append(f"input[{index}]: {kind} for {call_id} has no call")
             answered.add(call_id)
         elif kind == "message" and item.get("role") == "user":
             for call_id in sorted(set(calls) - answered):
-                problems.append(f"input[{calls[call_id]}]: function_call {call_id} has no output")
+                problems.append(f"input[{calls[call_id]}]: call {call_id} has no output")
             calls, answered = {}, set()
     return problems
 
@@ -309,7 +345,7 @@ def _problems(body: Mapping[str, Any]) -> list[str]:
     problems = responses_pairing_problems(body.get("input"))
     if body.get("previous_response_id") or body.get("conversation"):
         # the server holds the earlier calls: an output answering one of them is no problem
-        problems = [p for p in problems if "has no function_call" not in p]
+        problems = [p for p in problems if not p.endswith("has no call")]
     return problems
 
 

@@ -245,7 +245,8 @@ def all_text(message: Mapping[str, Any]) -> bool:
 
 
 def is_image(part: Any) -> bool:
-    return isinstance(part, Mapping) and part.get("type") in _IMAGE_PART_TYPES
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    return isinstance(kind, str) and kind in _IMAGE_PART_TYPES
 
 
 def image_placeholder() -> dict[str, str]:
