@@ -203,8 +203,9 @@ def test_a_tokenizer_that_fails_on_a_text_is_given_it_in_pieces():
 @pytest.mark.parametrize("model", ["gemini/gemini-2.5-pro", "mistral/mistral-large-latest", "gpt-4o"])
 @pytest.mark.parametrize("text", ["x" * 400_000, "lorem ipsum 12345 " * 20_000])
 def test_truncating_an_embedding_input_counts_it_a_bounded_number_of_times(model, text, monkeypatch):
-    # One letter repeated, which an estimate prices far above the tokens kept, was shrunk 5% a time: 35 counts
-    # and 8 million characters counted for a 400,000-character input (6 s for a 1 MB one).
+    # One letter repeated, which an estimate prices far above the tokens kept, was shrunk 5% a time, from a
+    # number of the encoding's tokens it may not even hold: 35 counts and 8 million characters counted for a
+    # 400,000-character input (6.6 s for a 1.1 MB one at a 627k limit; now 1.1 s, most of it the first count).
     from budget_hook.shapes import inputs
 
     counted: list[int] = []
@@ -214,7 +215,7 @@ def test_truncating_an_embedding_input_counts_it_a_bounded_number_of_times(model
     for limit in (8192, 60_000):
         counted.clear()
         result = inputs.check_inputs(text, field="input", counter=counter, limit=limit, truncate=True)
-        assert len(counted) <= 6 and sum(counted) <= 3 * len(text), (len(counted), sum(counted))
+        assert len(counted) <= 3 and sum(counted) <= 2 * len(text), (len(counted), sum(counted))
         if result.over:  # (o200k packs the repeated letter: 50,000 tokens, under the larger limit)
             assert result.truncated == (0,) and limit * 0.95 <= result.tokens[0] <= limit
 

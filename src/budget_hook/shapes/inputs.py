@@ -78,25 +78,30 @@ def _count(item: Any, counter: TokenCounter) -> int:
     return len(item)
 
 
-def _truncate(item: Any, counter: TokenCounter, limit: int) -> Any:
+def _truncate(item: Any, counter: TokenCounter, limit: int, counted: int) -> tuple[Any, int]:
+    """``item`` (``counted`` tokens, over ``limit``) cut to the limit, with its count."""
     if not isinstance(item, str):
-        return item[:limit]
+        return item[:limit], min(limit, len(item))
     # Estimated profiles keep proportionally fewer real tokens so the estimate lands under the limit.
     keep = limit if counter.profile.exact else int(limit / counter.profile.safety_factor)
     decode = getattr(counter.encoding, "decode", None)
     if decode is None:  # a tokenizer that cannot decode (several vocabularies at once): cut by characters
         tokens: Any = item
-        keep = int(len(item) * keep / max(1, _count(item, counter)))
+        keep = int(len(item) * keep / max(1, counted))
         decode = "".join
     else:
         tokens = counter.encoding.encode_ordinary(item)
-    text = decode(tokens[:keep])
+    # an estimate over the limit may hold fewer of the encoding's tokens than the limit: then the whole first
+    text, size = (item, counted) if keep >= len(tokens) else (decode(tokens[:keep]), None)
+    keep = min(keep, len(tokens))
+    size = _count(text, counter) if size is None else size
     # digits, factors and bounds: shrink until it holds, in proportion to the overshoot (a text of one letter
     # repeated, which an estimate prices far above its tokens, was cut 5% a time: dozens of counts of the whole)
-    while (counted := _count(text, counter)) > limit and keep > 0:
-        keep = min(int(keep * 0.95), int(keep * limit / counted))
+    while size > limit and keep > 0:
+        keep = min(int(keep * 0.95), int(keep * limit / size))
         text = decode(tokens[:keep])
-    return text
+        size = _count(text, counter)
+    return text, size
 
 
 def count_inputs(value: Any, *, field: str, counter: TokenCounter) -> list[int]:
@@ -111,8 +116,8 @@ def check_inputs(value: Any, *, field: str, counter: TokenCounter, limit: int, t
     over = tuple(OverLimit(None if single else i, t, t - limit) for i, t in enumerate(tokens) if t > limit)
     if not over or not truncate:
         return InputsResult(field, limit, tuple(tokens), over, value)
-    new_items = [_truncate(item, counter, limit) if t > limit else item
-                 for item, t in zip(items, tokens, strict=True)]
+    cut = [_truncate(item, counter, limit, t) if t > limit else (item, t)
+           for item, t in zip(items, tokens, strict=True)]
+    new_items = [item for item, _ in cut]
     truncated = tuple(i for i, t in enumerate(tokens) if t > limit)
-    new_tokens = tuple(_count(item, counter) for item in new_items)
-    return InputsResult(field, limit, new_tokens, over, new_items[0] if single else new_items, truncated)
+    return InputsResult(field, limit, tuple(t for _, t in cut), over, new_items[0] if single else new_items, truncated)
