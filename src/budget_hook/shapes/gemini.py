@@ -61,6 +61,12 @@ def _parts(entry: Any, where: str) -> list[Any]:
     return parts
 
 
+def _any_parts(entry: Any) -> list[Any]:
+    """``_parts`` for a look that must not fail: no parts for anything that is not a content with parts."""
+    parts = entry.get("parts") if isinstance(entry, Mapping) else None
+    return [parts] if isinstance(parts, Mapping) else parts if isinstance(parts, list) else []
+
+
 def _media_part(data: Mapping[str, Any]) -> dict[str, Any]:
     mime = str(data.get("mimeType") or data.get("mime_type") or "application/octet-stream")
     url = f"data:{mime};base64,{data.get('data', '')}"
@@ -212,12 +218,8 @@ def _current_turn_start(contents: list[Any]) -> int:
     whose tool loop is running starts there."""
     for index in range(len(contents) - 1, -1, -1):
         entry = contents[index]
-        if not isinstance(entry, Mapping):
-            continue  # not a content (the view names it)
-        parts = entry.get("parts")
-        parts = [parts] if isinstance(parts, Mapping) else parts if isinstance(parts, list) else []
-        if entry.get("role") != "model" and any(isinstance(p, Mapping) and isinstance(p.get("text"), str)
-                                                 for p in parts):
+        if isinstance(entry, Mapping) and entry.get("role") != "model" and any(
+                isinstance(p, Mapping) and isinstance(p.get("text"), str) for p in _any_parts(entry)):
             return index
     return 0
 
@@ -336,8 +338,7 @@ def gemini_pairing_problems(contents: Any) -> list[str]:
     problems: list[str] = []
     called: list[str] = []
     for index, entry in enumerate(contents if isinstance(contents, list) else []):
-        parts = entry.get("parts") if isinstance(entry, Mapping) else None
-        parts = [parts] if isinstance(parts, Mapping) else parts if isinstance(parts, list) else []
+        parts = _any_parts(entry)
         answers = [str((_response(p) or {}).get("name")) for p in parts if _response(p) is not None]
         for name in answers:
             if name not in called:

@@ -144,7 +144,7 @@ def build_view(body: Mapping[str, Any]) -> View:
                 content.append({"type": THOUGHT_SIGNATURE, "signature": encrypted})
             view = {"role": "assistant", "content": content}
             no_edit.add(len(messages))
-        elif (pairing := _paired(item)) is not None:
+        elif (pairing := _pairing(item)) is not None:
             # A built-in tool's call and its output (``custom_tool_call``, ``local_shell_call``,
             # ``computer_call``...): a tool call and its result in the view, so they leave together; never edited.
             call_id, is_output = pairing
@@ -182,8 +182,8 @@ def build_view(body: Mapping[str, Any]) -> View:
         request["response_format"] = {"type": "json_schema", "json_schema": {"schema": text_format.get("schema")}}
     # A function_call_output whose call is not in ``input`` answers a call the server holds (a continuation
     # with ``previous_response_id``): it must reach the model, so it is never dropped.
-    calls = {str(item.get("call_id")) for item in items if isinstance(item, Mapping) and (
-        item.get("type") == "function_call" or _paired(item) == (item.get("call_id"), False))}
+    calls = {pairing[0] for item in items
+             if isinstance(item, Mapping) and (pairing := _pairing(item)) is not None and not pairing[1]}
     keep = frozenset(view_index for view_index, message in enumerate(messages)
                      if message.get("role") == "tool" and message.get("tool_call_id") not in calls)
     return View(request, tuple(refs), no_edit=frozenset(no_edit), keep=keep)
@@ -274,13 +274,16 @@ def _native_action(action: MessageAction, view: View, body: Mapping[str, Any]) -
                    tool_call_id=item.get("call_id") if isinstance(item.get("call_id"), str) else None)
 
 
-def _paired(item: Mapping[str, Any]) -> tuple[str, bool] | None:
-    """(call id, is it the output) for a built-in tool's call or output item, which pair by ``call_id`` as
-    functions do: ``custom_tool_call`` and ``custom_tool_call_output``, ``local_shell_call``, ``computer_call``,
-    ``shell_call``, ``apply_patch_call``... (any ``*_call`` / ``*_call_output`` carrying a ``call_id``; the
-    server-side ones, such as ``web_search_call``, carry none). None for anything else, functions included."""
+def _pairing(item: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """(call id, is it the output) for an item that pairs by ``call_id``: ``function_call`` and
+    ``function_call_output`` (the id as text, whatever it is), and a built-in tool's call and output:
+    ``custom_tool_call`` and ``custom_tool_call_output``, ``local_shell_call``, ``computer_call``, ``shell_call``,
+    ``apply_patch_call``... (any ``*_call`` / ``*_call_output`` carrying a string ``call_id``; the server-side
+    ones, such as ``web_search_call``, carry none). None for anything else."""
     kind, call_id = item.get("type"), item.get("call_id")
-    if not isinstance(kind, str) or not isinstance(call_id, str) or kind.startswith("function_call"):
+    if kind in ("function_call", "function_call_output"):
+        return str(call_id), kind == "function_call_output"
+    if not isinstance(kind, str) or not isinstance(call_id, str):
         return None
     if kind.endswith("_call_output"):
         return call_id, True
@@ -298,11 +301,11 @@ def responses_pairing_problems(items: Any) -> list[str]:
         if not isinstance(item, Mapping):
             continue
         kind = item.get("type", "message")
-        pairing = _paired(item)
-        if kind == "function_call" or (pairing is not None and not pairing[1]):
-            calls[str(item.get("call_id"))] = index
-        elif kind == "function_call_output" or pairing is not None:
-            call_id = str(item.get("call_id"))
+        pairing = _pairing(item)
+        if pairing is not None and not pairing[1]:
+            calls[pairing[0]] = index
+        elif pairing is not None:
+            call_id = pairing[0]
             if call_id not in calls:
                 problems.append(f"input[{index}]: {kind} for {call_id} has no call")
             answered.add(call_id)

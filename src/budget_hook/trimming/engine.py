@@ -48,8 +48,8 @@ from ..counting import RequestCount, TokenCounter
 from .ladder import STAGES
 from .report import TrimReport, TrimResult, cannot_fit, content_hash
 from .settled import Settled, fresh, memo_key, recall, remember
-from .state import TrimState, is_result, opening_of
-from .structure import latest_turn_start, where_tokens
+from .state import TrimState, opening_of
+from .structure import is_result, latest_turn_start, where_tokens
 from .trim_policy import TrimPolicy
 
 

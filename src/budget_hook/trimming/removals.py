@@ -92,10 +92,11 @@ class Removals:
             self._notice_sizes[key] = self.counter.count_message(self.notice_message(notice_text(*said)))
         return self._notice_sizes[key]
 
-    def drop_unit(self, unit: Unit) -> None:
-        dropping = [index for index in unit.indexes if self.alive[index]]
+    def drop_unit(self, unit: Unit) -> tuple[int, ...]:
+        """Drop the unit's messages still alive; returns them (what ``_restore_units`` gives back)."""
+        dropping = tuple(index for index in unit.indexes if self.alive[index])
         if not dropping:
-            return
+            return dropping
         size = self._notice_size(dropping)
         for index in dropping:
             self.drop(index)
@@ -106,6 +107,7 @@ class Removals:
             self.dropped_tokens += sum(self.original_tokens[index] for index in dropping)
             self.total += size - self.notice_tokens
             self.notice_tokens = size
+        return dropping
 
     def drop(self, index: int) -> None:
         original = self.messages[index]

@@ -22,7 +22,16 @@ from .report import (
     content_chars,
     message_text,
 )
-from .structure import PROTECTED_ROLES, Unit, drop_units, latest_turn_start, opening_parts, split_turns, where_tokens
+from .structure import (
+    PROTECTED_ROLES,
+    Unit,
+    drop_units,
+    is_result,
+    latest_turn_start,
+    opening_parts,
+    split_turns,
+    where_tokens,
+)
 from .trim_policy import TrimPolicy
 from .versions import Versions
 
@@ -183,10 +192,7 @@ class TrimState(Versions, Removals):
                                        softened)
             compact = math.inf if found is None else found
 
-        drops = [(u, tuple(i for i in u.indexes if self.alive[i])) for u in older_units
-                 if self.positions[u.indexes[-1]] < cut]
-        for unit, _ in drops:
-            self.drop_unit(unit)
+        drops = [(u, self.drop_unit(u)) for u in older_units if self.positions[u.indexes[-1]] < cut]
         for index in rest:
             if self.positions[index] < compact:
                 self._apply(index, "heavy")
@@ -204,11 +210,8 @@ class TrimState(Versions, Removals):
                 self.reduce(index, floor=policy.tool_result_keep_chars, action="compacted")
         left = [u for u in units if any(self.alive[i] for i in u.indexes)]
         found, _ = self._first_fit(self._drop_items(left, ()), self.total)  # still over: the rest, oldest first
-        # each unit with the messages it drops (those still alive), oldest first
-        last_drops = [(u, tuple(i for i in u.indexes if self.alive[i])) for u in left
-                      if found is None or self.positions[u.indexes[-1]] < found]
-        for unit, _ in last_drops:
-            self.drop_unit(unit)
+        # each unit with the messages it dropped (those still alive), oldest first
+        last_drops = [(u, self.drop_unit(u)) for u in left if found is None or self.positions[u.indexes[-1]] < found]
         self._restore(newest)
         if not any(i in self.edited for i in newest):  # the newest whole: what the last drop overshot comes back
             self._restore_units(last_drops[:-1])
@@ -417,8 +420,3 @@ def opening_of(messages: Sequence[Mapping[str, Any]], policy: TrimPolicy
     pinned = next((i for i, m in enumerate(messages) if m.get("role") == "user"), None) \
         if policy.pin_first_user_message else None
     return leading, acknowledged, pinned
-
-
-def is_result(message: Mapping[str, Any]) -> bool:
-    """Is this chat message a tool result (what ``keep_recent_tool_results`` counts)?"""
-    return message.get("role") in ("tool", "function")

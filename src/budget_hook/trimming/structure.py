@@ -51,6 +51,11 @@ def latest_turn_start(messages: Sequence[Mapping[str, Any]]) -> int:
     return 0
 
 
+def is_result(message: Mapping[str, Any]) -> bool:
+    """Is this chat message a tool result (what ``keep_recent_tool_results`` counts)?"""
+    return message.get("role") in ("tool", "function")
+
+
 def tool_call_ids(message: Mapping[str, Any]) -> list[str]:
     calls = message.get("tool_calls") or []
     return [str(call.get("id")) for call in calls if isinstance(call, Mapping)]

@@ -19,6 +19,7 @@ from .report import (
     is_image,
     message_text,
 )
+from .structure import is_result
 from .trim_policy import TrimPolicy
 
 #: a rewritten message and its exact token count, with the action that produced it
@@ -156,7 +157,7 @@ class Versions:
 
     def _result_reducible(self, index: int) -> bool:
         message = self.messages[index]
-        return (message.get("role") in ("tool", "function") and not is_error_result(message)
+        return (is_result(message) and not is_error_result(message)
                 and content_chars(message) >= self.policy.tool_result_min_chars)
 
     def _assistant_reducible(self, index: int) -> bool:
