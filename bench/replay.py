@@ -3,11 +3,12 @@
     python bench/replay.py            # summary table + JSON
     python bench/replay.py --json     # JSON only
 
-Sequences: the request bodies Codex CLI and aider really sent (``tests/data/clients``: each run is the
-client's own growing history, turn by turn) and the real conversations of ``tests/data/conversations``,
+Sequences: the request bodies Codex CLI, aider and Claude Code really sent (``tests/data/clients``: each run
+is the client's own growing history, turn by turn) and the real conversations of ``tests/data/conversations``,
 replayed as the requests their client sent (the history before each assistant reply). Each is replayed at
 input budgets of 50% and 75% of its last request, through the shape the client used (``/v1/responses``
-for Codex, chat for aider and the conversations), with the default policy and with exact cuts
+for Codex, ``/v1/messages`` for Claude Code, chat for aider and the conversations), with the default policy
+and with exact cuts
 (``cache_step_ratio: 0``) for comparison. Prints, per policy:
 
 * prefix stability: the share of consecutive trimmed requests whose earlier forwarded request is an
@@ -65,10 +66,14 @@ def _items_key(shape: ConversationShape) -> str:
     return "input" if shape.name == "responses" else "messages"
 
 
+#: the shape each client's folder was sent in (chat otherwise)
+CLIENT_SHAPES = {"codex": "responses", "claude_code": "anthropic"}
+
+
 def client_sequences() -> Iterator[Sequence]:
     for run in sorted((DATA / "clients").glob("*/*")):
         bodies = [json.loads(path.read_text()) for path in sorted(run.glob("*.json"))]
-        shape = SHAPES.get("responses" if run.parent.name == "codex" else "chat")
+        shape = SHAPES.get(CLIENT_SHAPES.get(run.parent.name, "chat"))
         assert isinstance(shape, ConversationShape)
         key = _items_key(shape)
         # aider's two-message requests are its own history-summarisation calls, not the conversation
@@ -142,9 +147,22 @@ class Tally:
         }
 
 
-def _prefix_tokens(shape: ConversationShape, body: Mapping[str, Any], items: int) -> int:
+def _prefix_tokens(shape: ConversationShape, body: Mapping[str, Any], items: int, earlier: list | None = None) -> int:
+    """Tokens of ``body`` up to its first difference with ``earlier`` (its first ``items`` items are the same):
+    those items, and the leading content blocks the next item shares with ``earlier``'s (a provider caches a
+    prefix, not whole messages: a notice added to the end of a kept message leaves what comes before it
+    cached). Zero when nothing is shared."""
     key = _items_key(shape)
-    return shape.count({**body, key: list(body[key])[:items]}, COUNTER) if items else 0
+    kept = list(body[key])[:items]
+    if earlier is not None and items < min(len(earlier), len(body[key])):
+        mine, theirs = _strip_cache_control(body[key][items]), earlier[items]
+        if isinstance(mine, Mapping) and isinstance(theirs, Mapping) and isinstance(mine.get("content"), list) \
+                and isinstance(theirs.get("content"), list) \
+                and {k: v for k, v in mine.items() if k != "content"} == {k: v for k, v in theirs.items() if k != "content"}:
+            blocks = _common_prefix(theirs["content"], mine["content"])
+            if blocks:
+                kept.append({**body[key][items], "content": list(body[key][items]["content"])[:blocks]})
+    return shape.count({**body, key: kept}, COUNTER) if kept else 0
 
 
 def _view_messages(shape: ConversationShape, body: Mapping[str, Any]) -> list[Mapping[str, Any]]:
@@ -165,7 +183,8 @@ def replay(sequence: Sequence, budget_tokens: int, policy: TrimPolicy) -> Tally:
             original_items[:len(previous_original)] == previous_original
         # untrimmed replay: the cached part is the common prefix with the previous original request
         total = shape.count(body, COUNTER)
-        cached = _prefix_tokens(shape, body, _common_prefix(previous_original, original_items)) if previous_original else 0
+        cached = _prefix_tokens(shape, body, _common_prefix(previous_original, original_items), previous_original) \
+            if previous_original else 0
         tally.cost_untrimmed += CACHE_READ * cached + CACHE_WRITE * (total - cached)
         previous_original = original_items
         try:
@@ -178,7 +197,7 @@ def replay(sequence: Sequence, budget_tokens: int, policy: TrimPolicy) -> Tally:
         items = _strip_cache_control(list(forwarded[key]))
         tokens = result.report.tokens_after
         shared = _common_prefix(previous, items) if previous is not None else 0
-        cached = _prefix_tokens(shape, forwarded, shared) if shared else 0
+        cached = _prefix_tokens(shape, forwarded, shared, previous) if previous is not None else 0
         tally.cost += CACHE_READ * cached + CACHE_WRITE * (tokens - cached)
         if result.report.changed:
             tally.trimmed += 1

@@ -36,7 +36,7 @@ Methods:
   leaves with the tool results that follow it; any other message alone), keeping system/developer messages
   and the last user message; refuses when that cannot fit.
 
-Sequences: ``clients`` (the Codex CLI and aider runs of ``tests/data/clients``), ``conversations`` (the real
+Sequences: ``clients`` (the Codex CLI, aider and Claude Code runs of ``tests/data/clients``, as chat views), ``conversations`` (the real
 conversations of ``tests/data/conversations`` that ``bench/replay.py`` replays), ``generated`` (agent
 conversations with large tool outputs, generated from a fixed seed). Each sequence is replayed turn by turn
 at each budget share of its last request; a request over the budget is a *trimmed* request, and only those

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.counting.cache import COUNT_CACHE
-from budget_hook.errors import CannotFitError
+from budget_hook.errors import CannotFitError, MalformedRequestError
 from budget_hook.shapes import SHAPES
 from budget_hook.shapes.anthropic import anthropic_pairing_problems
 from budget_hook.shapes.responses import responses_pairing_problems
@@ -180,6 +180,58 @@ def test_claude_code_cut_keeps_roles_alternating_and_tells_the_model(policy):
     assert notice is not None and notice.messages == len(result.report.dropped)
     assert sum(NOTICE_MARKER in json.dumps(m) for m in new) == 1
     assert "Now fix it." in json.dumps(new[-1])
+
+
+def _without_cache_control(value):
+    if isinstance(value, dict):
+        return {k: _without_cache_control(v) for k, v in value.items() if k != "cache_control"}
+    return [_without_cache_control(v) for v in value] if isinstance(value, list) else value
+
+
+def _typed(message: dict) -> bool:
+    """A message the user typed (a prompt), not tool results."""
+    return message["role"] == "user" and any(b.get("type") == "text" and not b["text"].startswith("<system-reminder>")
+                                             for b in message["content"])
+
+
+@pytest.mark.parametrize("share", [0.5, 0.75])
+def test_a_real_claude_code_run_is_trimmed_valid_with_its_latest_turn_and_signed_thinking_whole(share):
+    """The requests Claude Code 2.1.331 really sent over three turns of a review (``cc_review``: its own Read
+    and Bash output, signed thinking on every assistant message, a cache breakpoint on the last message, 22k
+    tokens of system prompt and tools), each trimmed natively at a budget of half or three quarters of the last.
+    Every trim is valid for Anthropic (pairs, alternation), leaves the system prompt, the tools and every kept
+    thinking block as sent, keeps the latest turn verbatim wherever the older turns alone can make the room,
+    and the growing run keeps its previous forwarded request as a prefix where that fits."""
+    bodies = client_run("claude_code/cc_review")
+    budget = compute_budget(int(ANTHROPIC.count(bodies[-1], CLAUDE) * share) + 32000, requested_output_tokens=32000,
+                            policy=NO_MARGIN)
+    previous, kept_prefix, trims, verbatim = None, 0, 0, 0
+    for body in bodies:
+        if ANTHROPIC.count(body, CLAUDE) <= budget.budget:
+            previous = None
+            continue
+        result = ANTHROPIC.trim(body, counter=CLAUDE, budget=budget)
+        trims += 1
+        new = result.request
+        assert result.report.tokens_after == ANTHROPIC.count(new, CLAUDE) <= budget.budget
+        assert anthropic_pairing_problems(new["messages"]) == []
+        assert all(a["role"] != b["role"] for a, b in itertools.pairwise(new["messages"]))
+        assert {k: v for k, v in new.items() if k != "messages"} == {k: v for k, v in body.items() if k != "messages"}
+        sent = [b for m in body["messages"] if m["role"] == "assistant" for b in m["content"]
+                if b["type"] == "thinking"]
+        assert all(b in sent for m in new["messages"] if m["role"] == "assistant" for b in m["content"]
+                   if b["type"] == "thinking")
+        prompts = [i for i, m in enumerate(body["messages"]) if _typed(m)]
+        latest = body["messages"][prompts[-1]:]
+        opening_and_latest = {**body, "messages": [body["messages"][0], *latest]}
+        if len(prompts) > 1 and ANTHROPIC.count(opening_and_latest, CLAUDE) + 200 <= budget.budget:
+            # the older turns alone can make the room (200 tokens for the notice): the latest one stays verbatim
+            assert _without_cache_control(new["messages"][-len(latest):]) == _without_cache_control(latest)
+            verbatim += 1
+        forwarded = _without_cache_control(new["messages"])
+        kept_prefix += previous is not None and forwarded[:len(previous)] == previous
+        previous = forwarded
+    assert trims >= 4 and kept_prefix >= 2 and verbatim >= 1
 
 
 # --- /v1/responses continuations ----------------------------------------------------------------------
@@ -623,3 +675,23 @@ def test_gemini_thought_parts_and_signatures_are_never_rewritten():
                 if part.get("thought"):
                     assert part == thought
         assert not any(a.action == "shortened" and a.index == 1 for a in result.report.actions)
+
+
+@pytest.mark.parametrize("where, part", [
+    ("contents[1].parts[0]", {"text": "hidden " * 50, "functionCall": {"name": "lookup", "args": {}}}),
+    ("contents[2].parts[0]", {"text": "hidden " * 50, "function_response": {"name": "lookup", "response": {}}}),
+    ("contents[2].parts[0].functionResponse.parts[0]", {"functionResponse": {"name": "lookup", "response": {},
+                                                        "parts": [{"text": "x", "inlineData": {"data": "AA"}}]}}),
+])
+def test_a_gemini_part_carrying_two_data_is_refused_naming_it(where, part):
+    """A part carries one datum (Gemini's ``Part.data`` oneof: Gemini itself refuses a second). Counted, such a
+    part was its call or response only, while LiteLLM's generateContent adapter (any group without a native
+    generateContent route) forwards its ``text`` first: a million characters passed as 42 tokens."""
+    contents = [{"role": "user", "parts": [{"text": "what does the tool say?"}]},
+                {"role": "model", "parts": [{"functionCall": {"name": "lookup", "args": {}}}]},
+                {"role": "user", "parts": [{"functionResponse": {"name": "lookup", "response": {}}}]}]
+    index = int(where[9])
+    contents[index] = {**contents[index], "parts": [part]}
+    with pytest.raises(MalformedRequestError) as caught:
+        GEMINI.count({"contents": contents}, GEMINI_COUNTER)
+    assert caught.value.field == where and "this one has" in str(caught.value)

@@ -86,6 +86,24 @@ REFERENCES = [
      "messages[0].content[0]"),
     ("anthropic", {"max_tokens": 100, "messages": [{"role": "user", "content": [
         {"type": "document", "source": {"type": "file", "file_id": "file_011"}}]}]}, "messages[0].content[0]"),
+    # nested in what a tool returned, or in tools added mid-history (an attack review found these passing)
+    ("responses", {"input": [USER, {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+                             {"type": "function_call_output", "call_id": "c1",
+                              "output": [{"type": "input_file", "file_id": "file-abc"}]}]}, "input[2].output[0]"),
+    ("responses", {"input": [USER, {"type": "custom_tool_call", "call_id": "c1", "name": "f", "input": "x"},
+                             {"type": "custom_tool_call_output", "call_id": "c1",
+                              "output": [{"type": "input_file", "file_url": "https://x/a.pdf"}]}]}, "input[2].output[0]"),
+    ("responses", {"input": [{"type": "additional_tools", "role": "developer", "tools": [
+        {"type": "mcp", "server_label": "d", "server_url": "https://mcp.example"}]}, USER]}, "input[0].tools[0]"),
+    ("anthropic", {"max_tokens": 100, "messages": [
+        {"role": "user", "content": "read it"},
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "fetch", "input": {}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": [
+            {"type": "document", "source": {"type": "url", "url": "https://x/a.pdf"}}]}]}]}, "messages[2].content[0]"),
+    ("gemini", {"contents": [GEMINI_USER, {"role": "model", "parts": [{"functionCall": {"name": "fetch", "args": {}}}]},
+                             {"role": "user", "parts": [{"functionResponse": {"name": "fetch", "response": {}, "parts": [
+                                 {"fileData": {"fileUri": "gs://b/r.pdf", "mimeType": "application/pdf"}}]}}]}]},
+     "contents[2].parts[0]"),
     ("gemini", gemini(cachedContent="cachedContents/abc123"), "cachedContent"),
     ("gemini", gemini(cached_content="cachedContents/abc123"), "cached_content"),
     ("gemini", gemini(config={"cachedContent": "cachedContents/abc123"}), "config.cachedContent"),

@@ -641,6 +641,23 @@ def test_a_fallback_to_a_smaller_deployment_is_trimmed_again_or_refused():
         asyncio.run(plugin.async_pre_call_deployment_hook(attempt_kwargs(big, "tiny"), "acompletion"))
 
 
+def test_an_inner_call_without_the_routers_metadata_is_decided_under_the_first_decisions_limits():
+    """LiteLLM's generateContent adapter makes its inner completion without the router's metadata (no
+    deployment named): what it carries is decided again under the limits of the call it belongs to, never
+    forwarded unchecked (its translation of the body may differ from what was counted)."""
+    import litellm
+
+    plugin = make_plugin(4000)
+    out = run_hook(plugin, {"model": "g", "messages": [{"role": "user", "content": "hi"}]})
+    inner = {"model": "openai/g-backend", "litellm_call_id": "inner-1", "model_info": {"id": "dep-9"},
+             "metadata": {"budget_hook": out["metadata"]["budget_hook"]},
+             "messages": [{"role": "user", "content": "word " * 6000}]}
+    with pytest.raises(litellm.ContextWindowExceededError, match="maximum context length is 4000 tokens"):
+        asyncio.run(plugin.async_pre_call_deployment_hook(inner, "acompletion"))
+    fits = {**inner, "litellm_call_id": "inner-2", "messages": [{"role": "user", "content": "word " * 100}]}
+    assert asyncio.run(plugin.async_pre_call_deployment_hook(fits, "acompletion")) is None
+
+
 def test_attempts_the_plugin_did_not_decide_are_left_alone():
     plugin = make_plugin()
     kwargs = attempt_kwargs({"messages": [{"role": "user", "content": "hi"}], "litellm_call_id": "unknown"}, "g")

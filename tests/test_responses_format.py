@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -189,3 +190,88 @@ def test_a_reasoning_summary_of_the_wrong_type_names_the_field():
     import pytest
     with pytest.raises(MalformedRequestError, match=r"input\[1\]\.summary"):
         build_view({"input": [{"role": "user", "content": "x"}, {"type": "reasoning", "summary": 5}]})
+
+
+def test_an_mcp_approval_request_leaves_with_its_response():
+    """A hosted MCP tool's ``mcp_approval_request`` and the client's ``mcp_approval_response`` pair like a call
+    and its output: a step never keeps the answer without the request it answers (the response names an id
+    the request carries), and an answer whose request is on the server (``previous_response_id``) stays."""
+    items: list[dict] = [{"role": "user", "content": "Triage the open issues."}]
+    for step in range(12):
+        items += [
+            {"type": "mcp_approval_request", "id": f"mcpr_{step}", "server_label": "github",
+             "name": "list_issues", "arguments": json.dumps({"page": step})},
+            {"type": "function_call", "call_id": f"call_{step}", "name": "read", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": f"call_{step}", "output": f"issue {step} " * 300},
+            {"type": "mcp_approval_response", "approval_request_id": f"mcpr_{step}", "approve": True},
+        ]
+    items.append({"role": "user", "content": "Which ones are urgent?"})
+    body = {"model": "gpt-4o", "max_output_tokens": 500, "input": items}
+    assert responses_pairing_problems(items) == []
+    result = check(body, budget_for(body, 0.5))
+    kept = result.request["input"]
+    assert result.report.changed and len(kept) < len(items)
+    requests = {i["id"] for i in kept if i.get("type") == "mcp_approval_request"}
+    answers = {i["approval_request_id"] for i in kept if i.get("type") == "mcp_approval_response"}
+    assert requests == answers and requests
+    assert responses_pairing_problems(kept) == []
+    # the problems named: an answer without its request; an unanswered request is no problem
+    assert responses_pairing_problems(items[4:]) == ["input[0]: mcp_approval_response for mcpr_0 has no call"]
+    assert responses_pairing_problems(items[:2] + items[-1:]) == []
+    # a continuation: the answer to a request the server holds is never dropped
+    continued = {**body, "input": [items[4], *items[5:]], "previous_response_id": "resp_1"}
+    result = check(continued, budget_for(continued, 0.5))
+    assert result.request["input"][0] == items[4]
+
+
+PDF_PART = {"type": "input_file", "filename": "r.pdf", "file_data": "data:application/pdf;base64," + "JVBERi0xLjQK" * 40}
+
+
+def test_what_a_built_in_tool_returns_is_priced_as_the_parts_it_is():
+    """A ``custom_tool_call_output`` may return images and files, a ``computer_call_output`` a screenshot: priced
+    as those parts are in a message (their JSON text was a few hundred tokens for 20 images or a PDF)."""
+    images = [{"type": "input_image", "image_url": f"https://img.example/{i}.png"} for i in range(20)]
+    as_user = count_responses({"model": "gpt-4o", "input": [{"role": "user", "content": images}]}, GPT)
+    custom = {"model": "gpt-4o", "input": [
+        {"role": "user", "content": "go"}, {"type": "custom_tool_call", "call_id": "c1", "name": "snap", "input": "x"},
+        {"type": "custom_tool_call_output", "call_id": "c1", "output": images}]}
+    assert count_responses(custom, GPT) >= as_user
+    shots = {"model": "gpt-4o", "input": [{"role": "user", "content": "go"}]}
+    for i in range(20):
+        shots["input"] += [{"type": "computer_call", "call_id": f"k{i}", "action": {"type": "screenshot"}},
+                           {"type": "computer_call_output", "call_id": f"k{i}",
+                            "output": {"type": "computer_screenshot", "image_url": f"https://img.example/{i}.png"}}]
+    assert count_responses(shots, GPT) >= as_user
+    pdf = {"model": "gpt-4o", "input": [{"role": "user", "content": [PDF_PART]}]}
+    custom["input"][-1] = {**custom["input"][-1], "output": [PDF_PART]}
+    assert count_responses(custom, GPT) >= count_responses(pdf, GPT)
+    # an item of a type no shape knows that carries parts (LiteLLM's bridge forwards them as a message's)
+    note = {"model": "gpt-4o", "input": [{"type": "note", "role": "user", "content": images}, {"role": "user",
+                                                                                               "content": "go"}]}
+    assert count_responses(note, GPT) >= as_user
+
+
+def test_an_item_type_that_is_no_string_is_a_400_naming_it_and_a_bare_item_reference_is_read():
+    for kind in (["message"], {}, 5):
+        with pytest.raises(MalformedRequestError) as caught:
+            count_responses({"model": "gpt-4o", "input": [{"type": kind, "role": "user", "content": "hi"}]}, GPT)
+        assert caught.value.field == "input[0].type"
+    # ``type`` is optional on an item reference: ``{"id": ...}`` alone is one, not a message without a role
+    assert count_responses({"model": "gpt-4o", "input": [{"id": "msg_1"}, {"role": "user", "content": "hi"}]}, GPT)
+
+
+def test_tools_added_mid_history_are_never_cut():
+    """Codex's "responses lite" sends its tools as an ``additional_tools`` input item: instructions to the model,
+    like a developer message, never dropped with the steps around it."""
+    added = {"type": "additional_tools", "role": "developer", "tools": [
+        {"type": "function", "name": "exec", "parameters": {"type": "object", "properties": {}}}]}
+    items: list[dict] = [{"role": "user", "content": "Fix the build."}]
+    for step in range(10):
+        items += [{"type": "function_call", "call_id": f"c{step}", "name": "exec", "arguments": "{}"},
+                  {"type": "function_call_output", "call_id": f"c{step}", "output": f"log {step} " * 400}]
+        if step == 2:
+            items.append(added)
+    items.append({"role": "user", "content": "And now?"})
+    body = {"model": "gpt-4o", "max_output_tokens": 500, "input": items}
+    result = check(body, budget_for(body, 0.3))
+    assert result.report.changed and result.request["input"].count(added) == 1

@@ -157,22 +157,32 @@ def anthropic_bodies(draw):
 @st.composite
 def responses_bodies(draw):
     """Generated chat conversations as Responses items, with reasoning and built-in tool items sprinkled in,
-    some function calls as built-in tools' calls and outputs (``custom_tool_call``, ``local_shell_call``),
+    some function calls as built-in tools' calls and outputs (``custom_tool_call``, ``local_shell_call``) or as
+    hosted MCP approvals (``mcp_approval_request`` answered by ``mcp_approval_response``),
     short-hand messages (no ``type``, string content) and tool outputs given as content parts."""
     body = to_responses(draw(conversations()))
     items = []
     builtin: dict[str, str] = {}  # call id -> the built-in tool it became (its output follows suit)
     for item in body["input"]:
         if item.get("type") == "function_call" and draw(st.integers(0, 2)) == 0:
-            kind = draw(st.sampled_from(["custom_tool_call", "local_shell_call"]))
+            kind = draw(st.sampled_from(["custom_tool_call", "local_shell_call", "mcp_approval_request"]))
             builtin[item["call_id"]] = kind
-            item = {"type": kind, "call_id": item["call_id"], "status": "completed",
-                    **({"name": item["name"], "input": item["arguments"]} if kind == "custom_tool_call" else
-                       {"id": f"lsc_{len(items)}", "action": {"type": "exec", "command": ["sh", "-c", item["arguments"]]}})}
+            if kind == "mcp_approval_request":  # a hosted MCP tool's, answered by an mcp_approval_response
+                item = {"type": kind, "id": item["call_id"], "server_label": "docs", "name": item["name"],
+                        "arguments": item["arguments"]}
+            else:
+                item = {"type": kind, "call_id": item["call_id"], "status": "completed",
+                        **({"name": item["name"], "input": item["arguments"]} if kind == "custom_tool_call" else
+                           {"id": f"lsc_{len(items)}",
+                            "action": {"type": "exec", "command": ["sh", "-c", item["arguments"]]}})}
         elif item.get("type") == "function_call_output" and item["call_id"] in builtin:
             output = item["output"]
-            item = {"type": f"{builtin[item['call_id']]}_output", "call_id": item["call_id"],
-                    "output": output if isinstance(output, str) else json.dumps(output)}
+            if builtin[item["call_id"]] == "mcp_approval_request":
+                item = {"type": "mcp_approval_response", "approval_request_id": item["call_id"],
+                        "approve": bool(len(output) % 2)}
+            else:
+                item = {"type": f"{builtin[item['call_id']]}_output", "call_id": item["call_id"],
+                        "output": output if isinstance(output, str) else json.dumps(output)}
         if item.get("type") == "function_call" or item.get("role") == "assistant":
             choice = draw(st.integers(0, 5))
             if choice == 0:

@@ -17,7 +17,7 @@ from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError
 from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, content_hash, message_text, trim_request
-from budget_hook.trimming.structure import drop_units, latest_turn_start, opening_parts, pairing_problems
+from budget_hook.trimming.structure import drop_units, is_result, latest_turn_start, opening_parts, pairing_problems
 
 from .conftest import CONVERSATIONS, conversation_request
 
@@ -180,7 +180,7 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy,
             assert policy.soften_user_messages or (policy.reduce_opening_context and not policy.keep_opening_context)
     # The K most recent tool results are only ever cut by the graded stage: in the middle (head and tail kept),
     # or, at its floor, to the head an older result is compacted to.
-    results = [i for i, m in enumerate(before) if m["role"] == "tool"]
+    results = [i for i, m in enumerate(before) if is_result(m)]  # tool results and legacy function ones
     if policy.keep_recent_tool_results:
         for index in results[-policy.keep_recent_tool_results:]:
             if index in edited:

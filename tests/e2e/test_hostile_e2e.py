@@ -113,6 +113,20 @@ def test_gemini_native_requests_are_budgeted_in_their_own_format(proxy, upstream
     assert not [p for p in upstream_payloads(upstream) if "e2e-gemini" in json.dumps(p)]
 
 
+def test_a_gemini_part_hiding_text_beside_a_call_is_refused_before_litellm_s_adapter(proxy, upstream):
+    """``small`` is an OpenAI deployment: LiteLLM's generateContent adapter forwards a part's ``text`` before its
+    ``functionCall``, so text beside a call passed uncounted (216 KB reached a 4k window). A part carries one
+    datum, as Gemini itself requires: a 400 naming it, nothing upstream."""
+    body = {"contents": [{"role": "user", "parts": [{"text": "what does the tool say?"}]},
+                         {"role": "model", "parts": [{"text": "word " * 30_000 + "[e2e-gemini-hidden]",
+                                                      "functionCall": {"name": "lookup", "args": {}}}]},
+                         {"role": "user", "parts": [{"functionResponse": {"name": "lookup", "response": {}}}]}]}
+    response = gemini(proxy, "/v1beta/models/small:generateContent", body)
+    assert response.status_code == 400, response.text
+    assert "contents[1].parts[0]" in response.text and "text and functionCall" in response.text
+    assert not [p for p in upstream_payloads(upstream) if "e2e-gemini-hidden" in json.dumps(p)]
+
+
 def test_gemini_interactions_are_refused_by_default(proxy, upstream):
     response = gemini(proxy, "/v1beta/interactions", {"model": "small", "input": "word " * 30_000})
     assert response.status_code in (400, 404), response.text

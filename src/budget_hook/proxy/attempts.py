@@ -50,10 +50,9 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
     if shape is None or decided is None:  # a router pass-through, a route that skips the pre-call hook
         return await undecided_attempt(plugin, kwargs, call_type, error_type)
     try:
-        attempt = attempt_limits(plugin, kwargs)
-        if attempt is None:
-            return None
-        group, limits = attempt
+        # no router metadata on the call (LiteLLM's generateContent adapter makes its inner completion without
+        # it): a deployment of the group first decided for, under that decision's limits
+        group, limits = attempt_limits(plugin, kwargs) or (decided.request.model_group, decided.limits)
         same_content = all(unchanged(kwargs.get(f), decided.content.get(f)) for f in shape.content_fields)
         if same_content and covers(limits, decided.limits):
             return None  # nothing differs: the first decision holds for this deployment

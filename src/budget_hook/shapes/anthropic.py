@@ -384,6 +384,9 @@ _ANTHROPIC_BLOCKS = frozenset({"tool_use", "tool_result", "thinking", "redacted_
 
 
 def _unreadable_block(block: Any) -> str | None:
+    if _kind(block) == "tool_result" and isinstance(block.get("content"), list):  # what a tool returned
+        return next((f"{reason} (its content[{i}])" for i, inner in enumerate(block["content"])
+                     if (reason := _unreadable_block(inner))), None)
     if _kind(block) == "container_upload":
         return "a file uploaded to the container by id: its content is not in the request"
     if _kind(block) != "document":

@@ -50,15 +50,34 @@ class _Ref:
     parts: tuple[int, ...]   # part indexes in that entry
 
 
+#: a part's data, one of which it carries (Gemini's ``Part.data`` oneof), by its two spellings
+DATA_FIELDS = (("text", "text"), ("inlineData", "inline_data"), ("fileData", "file_data"),
+               ("functionCall", "function_call"), ("functionResponse", "function_response"),
+               ("executableCode", "executable_code"), ("codeExecutionResult", "code_execution_result"))
+
+
+def _one_datum(parts: list[Any], where: str) -> list[Any]:
+    """``parts``, each checked to carry one datum at most: Gemini refuses a second ("oneof field 'data' is
+    already set"), and LiteLLM's generateContent adapter would forward one of them (``text`` first) where the
+    count took another (a call's text would pass uncounted)."""
+    for index, part in enumerate(parts):
+        if isinstance(part, Mapping):
+            present = [name for name, snake in DATA_FIELDS if part.get(name) is not None or part.get(snake) is not None]
+            if len(present) > 1:
+                raise MalformedRequestError(f"{where}[{index}]", "a part carries one of text, inlineData, fileData, "
+                                            f"functionCall, functionResponse...: this one has {' and '.join(present)}")
+    return parts
+
+
 def _parts(entry: Any, where: str) -> list[Any]:
     if not isinstance(entry, Mapping):
         raise MalformedRequestError(where, f"expected a content object, got {type(entry).__name__}")
     parts = entry.get("parts")
     if isinstance(parts, Mapping):
-        return [parts]
+        return _one_datum([parts], f"{where}.parts")
     if not isinstance(parts, list):
         raise MalformedRequestError(f"{where}.parts", "missing or not a list of parts")
-    return parts
+    return _one_datum(parts, f"{where}.parts")
 
 
 def _any_parts(entry: Any) -> list[Any]:
@@ -104,7 +123,8 @@ def _response_parts(answer: Mapping[str, Any], where: str) -> list[dict[str, Any
     parts = answer.get("parts")
     if not isinstance(parts, list):
         return []
-    return [_chat_part(p, f"{where}.parts[{i}]") for i, p in enumerate(parts) if isinstance(p, Mapping)]
+    return [_chat_part(p, f"{where}.parts[{i}]") for i, p in enumerate(_one_datum(parts, f"{where}.parts"))
+            if isinstance(p, Mapping)]
 
 
 def _digest(value: Any) -> str:
@@ -358,6 +378,10 @@ def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
 
 
 def _unreadable_part(part: Any) -> str | None:
+    answer = _response(part)
+    if answer is not None and isinstance(answer.get("parts"), list):  # what a function returned
+        return next((f"{reason} (its functionResponse.parts[{i}])" for i, inner in enumerate(answer["parts"])
+                     if (reason := _unreadable_part(inner))), None)
     if isinstance(part, Mapping) and isinstance(part.get("fileData") or part.get("file_data"), Mapping):
         return "a file by URI: its content is not in the request"
     return media.unreadable(_chat_part(part, "part")) if isinstance(part, Mapping) else None

@@ -60,14 +60,14 @@ def _fields(body: Mapping[str, Any], names: Mapping[str, str], tokens: int = FIL
     return found
 
 
-def _tools(body: Mapping[str, Any], why: Any) -> list[Reference]:
-    """``tools[i]`` for which ``why(tool)`` gives a reason."""
+def _tools(body: Mapping[str, Any], why: Any, path: str = "tools") -> list[Reference]:
+    """``tools[i]`` for which ``why(tool)`` gives a reason (``path``: where ``body``'s ``tools`` is)."""
     tools = body.get("tools")
     found: list[Reference] = []
     for index, tool in enumerate(tools if isinstance(tools, list) else []):
         reason = why(tool) if isinstance(tool, Mapping) else None
         if reason:
-            found.append((f"tools[{index}]", reason, FILE_REFERENCE_TOKENS))
+            found.append((f"{path}[{index}]", reason, FILE_REFERENCE_TOKENS))
     return found
 
 
@@ -120,6 +120,8 @@ def responses_references(body: Mapping[str, Any]) -> list[Reference]:
     for index, item in enumerate(items if isinstance(items, list) else []):
         if isinstance(item, Mapping) and item.get("type") == "item_reference":
             found.append((f"input[{index}]", STORED_ITEM, FILE_REFERENCE_TOKENS))
+        elif isinstance(item, Mapping) and item.get("type") == "additional_tools":  # tools added mid-history
+            found += _tools(item, _responses_tool, f"input[{index}].tools")
     return found + _fields(body, {"previous_response_id": SERVER_HISTORY, "conversation": SERVER_HISTORY}, tokens=0)
 
 

@@ -12,8 +12,9 @@ As for ``/v1/messages``, the generic trimmer decides on a chat-shaped *view* wit
 * a ``function_call_output`` whose call is not in ``input`` (it lives on the server, with
   ``previous_response_id``) is never dropped;
 * a built-in tool's call and output (``custom_tool_call`` and ``custom_tool_call_output``, ``local_shell_call``,
-  ``computer_call``..., paired by ``call_id`` as functions are) are a tool call and its result in the view,
-  so they leave together, and are never edited;
+  ``computer_call``..., paired by ``call_id`` as functions are), and a hosted MCP tool's
+  ``mcp_approval_request`` and the ``mcp_approval_response`` answering it, are a tool call and its result in
+  the view, so they leave together, and are never edited;
 * ``reasoning`` items (possibly ``encrypted_content``) and server-side tool items (``web_search_call``...) are
   never edited: they stay or leave with the step they belong to;
 * compacting keeps the ``function_call_output`` item and its ``call_id``; shortening rewrites an
@@ -72,6 +73,32 @@ def _part(part: Any, where: str) -> dict[str, Any]:
     return {"type": "text", "text": canonical_json(part)}
 
 
+def _builtin_output(item: Mapping[str, Any], where: str) -> str | list[dict[str, Any]]:
+    """A built-in tool's output as the model sees it: its text, its content parts (a ``custom_tool_call_output``
+    may return images and files) or its screenshot (``computer_call_output``), each priced as such; anything
+    else as the item's JSON."""
+    output = item.get("output")
+    if isinstance(output, str):
+        return output
+    if isinstance(output, list):
+        return _content(output, f"{where}.output")
+    if isinstance(output, Mapping) and output.get("type") == "computer_screenshot":
+        return [_part({**output, "type": "input_image"}, f"{where}.output"), {"type": "text", "text": canonical_json(
+            {k: v for k, v in item.items() if k != "output"})}]
+    return canonical_json(item)
+
+
+def _other_item(item: Mapping[str, Any], where: str) -> str | list[dict[str, Any]]:
+    content = item.get("content")
+    if not isinstance(content, list) or not content:
+        return canonical_json(item)
+    try:
+        parts = _content(content, f"{where}.content")
+    except MalformedRequestError:  # not parts: the item as its JSON
+        return canonical_json(item)
+    return [*parts, {"type": "text", "text": canonical_json({k: v for k, v in item.items() if k != "content"})}]
+
+
 def _content(content: Any, where: str) -> str | list[dict[str, Any]]:
     if isinstance(content, str):
         return content
@@ -116,7 +143,11 @@ def build_view(body: Mapping[str, Any]) -> View:
         where = f"input[{index}]"
         if not isinstance(item, Mapping):
             raise MalformedRequestError(where, f"expected an item object, got {type(item).__name__}")
-        kind = item.get("type", "message")
+        kind = item.get("type")
+        if kind is None:  # a message; or an item reference, whose ``type`` is optional (``{"id": "msg_..."}``)
+            kind = "message" if "role" in item or "id" not in item else "item_reference"
+        if not isinstance(kind, str):
+            raise MalformedRequestError(f"{where}.type", f"expected a string, got {type(kind).__name__}")
         if kind == "message":
             role = item.get("role")
             if role not in _ROLES:
@@ -144,14 +175,16 @@ def build_view(body: Mapping[str, Any]) -> View:
                 content.append({"type": THOUGHT_SIGNATURE, "signature": encrypted})
             view = {"role": "assistant", "content": content}
             no_edit.add(len(messages))
+        elif kind == "additional_tools":
+            # tools added at this point of the history (Codex's "responses lite"): instructions to the model,
+            # never cut, never dropped
+            view = {"role": "developer", "content": canonical_json(item.get("tools"))}
         elif (pairing := _pairing(item)) is not None:
             # A built-in tool's call and its output (``custom_tool_call``, ``local_shell_call``,
             # ``computer_call``...): a tool call and its result in the view, so they leave together; never edited.
             call_id, is_output = pairing
             if is_output:
-                output = item.get("output")
-                view = {"role": "tool", "tool_call_id": call_id,
-                        "content": output if isinstance(output, str) else canonical_json(item)}
+                view = {"role": "tool", "tool_call_id": call_id, "content": _builtin_output(item, where)}
             else:
                 name = item.get("name") if isinstance(item.get("name"), str) else str(kind)
                 view = {"role": "assistant", "content": None, "tool_calls": [
@@ -159,8 +192,9 @@ def build_view(body: Mapping[str, Any]) -> View:
             no_edit.add(len(messages))
         else:
             # Server-side tool calls (web search, code interpreter...), item references...: counted as their JSON,
-            # never edited.
-            view = {"role": "assistant", "content": canonical_json(item)}
+            # never edited; content parts such an item carries (LiteLLM's bridge to other providers forwards them
+            # as a message's parts) priced as parts.
+            view = {"role": "assistant", "content": _other_item(item, where)}
             no_edit.add(len(messages))
         messages.append(view)
         refs.append(index)
@@ -274,16 +308,26 @@ def _native_action(action: MessageAction, view: View, body: Mapping[str, Any]) -
                    tool_call_id=item.get("call_id") if isinstance(item.get("call_id"), str) else None)
 
 
+#: the hosted MCP tool's approval items: the field naming the request they pair by
+_APPROVALS = {"mcp_approval_request": "id", "mcp_approval_response": "approval_request_id"}
+
+
 def _pairing(item: Mapping[str, Any]) -> tuple[str, bool] | None:
     """(call id, is it the output) for an item that pairs by ``call_id``: ``function_call`` and
     ``function_call_output`` (the id as text, whatever it is), and a built-in tool's call and output:
     ``custom_tool_call`` and ``custom_tool_call_output``, ``local_shell_call``, ``computer_call``, ``shell_call``,
     ``apply_patch_call``... (any ``*_call`` / ``*_call_output`` carrying a string ``call_id``; the server-side
-    ones, such as ``web_search_call``, carry none). None for anything else."""
+    ones, such as ``web_search_call``, carry none); and an ``mcp_approval_request`` (by its ``id``) with the
+    ``mcp_approval_response`` naming it (``approval_request_id``). None for anything else."""
     kind, call_id = item.get("type"), item.get("call_id")
+    if not isinstance(kind, str):
+        return None
     if kind in ("function_call", "function_call_output"):
         return str(call_id), kind == "function_call_output"
-    if not isinstance(kind, str) or not isinstance(call_id, str):
+    if kind in _APPROVALS:  # a hosted MCP tool's approval request (its own ``id``) and the client's answer to it
+        approval_id = item.get(_APPROVALS[kind])
+        return (approval_id, kind == "mcp_approval_response") if isinstance(approval_id, str) else None
+    if not isinstance(call_id, str):
         return None
     if kind.endswith("_call_output"):
         return call_id, True
@@ -291,9 +335,9 @@ def _pairing(item: Mapping[str, Any]) -> tuple[str, bool] | None:
 
 
 def responses_pairing_problems(items: Any) -> list[str]:
-    """An output (``function_call_output``, or a built-in tool's, such as ``custom_tool_call_output``) whose
-    ``call_id`` matches no earlier call, or a call left without output before the next user message (what the
-    Responses API rejects)."""
+    """An output (``function_call_output``, or a built-in tool's, such as ``custom_tool_call_output``, or an
+    ``mcp_approval_response``) whose ``call_id`` matches no earlier call, or a call left without output before
+    the next user message (what the Responses API rejects; an approval request may stay unanswered)."""
     if not isinstance(items, list):
         return []
     problems, calls, answered = [], {}, set()
@@ -304,6 +348,8 @@ def responses_pairing_problems(items: Any) -> list[str]:
         pairing = _pairing(item)
         if pairing is not None and not pairing[1]:
             calls[pairing[0]] = index
+            if kind == "mcp_approval_request":
+                answered.add(pairing[0])  # found, but it needs no answer
         elif pairing is not None:
             call_id = pairing[0]
             if call_id not in calls:
@@ -337,7 +383,9 @@ def _unreadable_part(part: Any) -> str | None:
 
 
 def _unreadable(body: Mapping[str, Any]) -> list[tuple[str, str]]:
-    return unreadable_parts(body.get("input"), "input", "content", _unreadable_part)
+    # a message's parts, and those a tool's output returns (``function_call_output``, ``custom_tool_call_output``)
+    return [*unreadable_parts(body.get("input"), "input", "content", _unreadable_part),
+            *unreadable_parts(body.get("input"), "input", "output", _unreadable_part)]
 
 
 def _detect(body: Mapping[str, Any]) -> bool:
