@@ -695,3 +695,12 @@ def test_a_gemini_part_carrying_two_data_is_refused_naming_it(where, part):
     with pytest.raises(MalformedRequestError) as caught:
         GEMINI.count({"contents": contents}, GEMINI_COUNTER)
     assert caught.value.field == where and "this one has" in str(caught.value)
+
+
+def test_an_empty_text_beside_a_gemini_call_is_no_second_datum():
+    """Gemini reads ``"text": ""`` as unset (clients send it beside a call and its signature): no refusal."""
+    body = {"contents": [{"role": "user", "parts": [{"text": "weather?"}]},
+                         {"role": "model", "parts": [{"text": "", "functionCall": {"name": "w", "args": {}},
+                                                      "thoughtSignature": "c2ln"}]},
+                         {"role": "user", "parts": [{"text": "", "functionResponse": {"name": "w", "response": {}}}]}]}
+    assert GEMINI.count(body, GEMINI_COUNTER) > 0

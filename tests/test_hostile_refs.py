@@ -237,3 +237,13 @@ def test_a_huge_but_valid_allowance_still_blocks_as_the_output_reserve():
     decision = decided("chat", {"messages": [USER], "max_tokens": "250000"})
     assert decision.action == "blocked" and decision.block.kind == "output_reserve"
     assert decision.block.facts["output_reserve"] == 250_000
+
+
+@pytest.mark.parametrize("item", [{"id": "msg_0123"}, {"type": None, "id": "msg_0123"}])
+def test_an_item_reference_without_its_optional_type_is_a_reference(item):
+    """``type`` is optional on a Responses item reference: ``{"id": ...}`` alone names a stored item, estimated
+    and flagged like ``{"type": "item_reference", ...}`` (it passed as 19 tokens once it was read as one)."""
+    body = {"input": [item, USER]}
+    assert decided("responses", body).tokens_before >= FILE_REFERENCE_TOKENS
+    blocked = decided("responses", body, unreadable_content="block")
+    assert blocked.action == "blocked" and blocked.block.param == "input[0]"

@@ -62,7 +62,9 @@ def _one_datum(parts: list[Any], where: str) -> list[Any]:
     count took another (a call's text would pass uncounted)."""
     for index, part in enumerate(parts):
         if isinstance(part, Mapping):
-            present = [name for name, snake in DATA_FIELDS if part.get(name) is not None or part.get(snake) is not None]
+            # an empty ``text`` is no datum (Gemini reads it as unset; the adapter would forward nothing uncounted)
+            present = [name for name, snake in DATA_FIELDS
+                       if any(part.get(key) not in (None, "") for key in (name, snake))]
             if len(present) > 1:
                 raise MalformedRequestError(f"{where}[{index}]", "a part carries one of text, inlineData, fileData, "
                                             f"functionCall, functionResponse...: this one has {' and '.join(present)}")

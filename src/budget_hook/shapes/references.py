@@ -114,11 +114,20 @@ def _responses_tool(tool: Mapping[str, Any]) -> str | None:
     return _mcp_tool(tool)
 
 
+def responses_item_type(item: Mapping[str, Any]) -> Any:
+    """A Responses input item's ``type``; when it is absent or null, ``message`` or, for an ``id`` without a
+    ``role``, ``item_reference`` (whose ``type`` is optional: ``{"id": "msg_..."}``)."""
+    kind = item.get("type")
+    if kind is None:
+        return "message" if "role" in item or "id" not in item else "item_reference"
+    return kind
+
+
 def responses_references(body: Mapping[str, Any]) -> list[Reference]:
     found = [*_fields(body, {"prompt": STORED_PROMPT, "prompt_id": STORED_PROMPT}), *_tools(body, _responses_tool)]
     items = body.get("input")
     for index, item in enumerate(items if isinstance(items, list) else []):
-        if isinstance(item, Mapping) and item.get("type") == "item_reference":
+        if isinstance(item, Mapping) and responses_item_type(item) == "item_reference":
             found.append((f"input[{index}]", STORED_ITEM, FILE_REFERENCE_TOKENS))
         elif isinstance(item, Mapping) and item.get("type") == "additional_tools":  # tools added mid-history
             found += _tools(item, _responses_tool, f"input[{index}].tools")

@@ -39,7 +39,7 @@ from ..counting.counter import RESPONSES_FUNCTION, RESPONSES_VIEW, THOUGHT_SIGNA
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .base import ConversationShape, Placed, View, place_notice, touched_item, unreadable_parts, view_decisions
-from .references import responses_references
+from .references import responses_item_type, responses_references
 
 SERVER_HISTORY_NOTE = "server_side_history_not_counted"
 _ROLES = ("user", "assistant", "system", "developer")
@@ -143,9 +143,7 @@ def build_view(body: Mapping[str, Any]) -> View:
         where = f"input[{index}]"
         if not isinstance(item, Mapping):
             raise MalformedRequestError(where, f"expected an item object, got {type(item).__name__}")
-        kind = item.get("type")
-        if kind is None:  # a message; or an item reference, whose ``type`` is optional (``{"id": "msg_..."}``)
-            kind = "message" if "role" in item or "id" not in item else "item_reference"
+        kind = responses_item_type(item)
         if not isinstance(kind, str):
             raise MalformedRequestError(f"{where}.type", f"expected a string, got {type(kind).__name__}")
         if kind == "message":
@@ -344,7 +342,7 @@ def responses_pairing_problems(items: Any) -> list[str]:
     for index, item in enumerate(items):
         if not isinstance(item, Mapping):
             continue
-        kind = item.get("type", "message")
+        kind = responses_item_type(item)
         pairing = _pairing(item)
         if pairing is not None and not pairing[1]:
             calls[pairing[0]] = index
