@@ -704,3 +704,10 @@ def test_an_empty_text_beside_a_gemini_call_is_no_second_datum():
                                                       "thoughtSignature": "c2ln"}]},
                          {"role": "user", "parts": [{"text": "", "functionResponse": {"name": "w", "response": {}}}]}]}
     assert GEMINI.count(body, GEMINI_COUNTER) > 0
+    # beside media, an empty text is unset too: Gemini reads (and bills) the image, so it is counted
+    from .test_provider_undercounts import png
+
+    image = {"inlineData": {"mimeType": "image/png", "data": png(1024, 1024).split(",", 1)[1]}}
+    alone = GEMINI.count({"contents": [{"role": "user", "parts": [image]}]}, GEMINI_COUNTER)
+    beside = GEMINI.count({"contents": [{"role": "user", "parts": [{"text": "", **image}]}]}, GEMINI_COUNTER)
+    assert beside == alone > 200

@@ -99,12 +99,13 @@ def _media_part(data: Mapping[str, Any]) -> dict[str, Any]:
 def _chat_part(part: Any, where: str) -> dict[str, Any]:
     if not isinstance(part, Mapping):
         raise MalformedRequestError(where, f"expected a part object, got {type(part).__name__}")
-    if isinstance(part.get("text"), str):
-        return {"type": "text", "text": part["text"]}
     data = part.get("inlineData") or part.get("inline_data")
+    file = part.get("fileData") or part.get("file_data")
+    # an empty ``text`` beside media is unset to Gemini, which reads (and bills) the media
+    if isinstance(part.get("text"), str) and (part["text"] or not isinstance(data or file, Mapping)):
+        return {"type": "text", "text": part["text"]}
     if isinstance(data, Mapping):
         return _media_part(data)
-    file = part.get("fileData") or part.get("file_data")
     if isinstance(file, Mapping):
         return {"type": "file", "file": {"file_id": canonical_json(file)}}
     return {"type": "text", "text": canonical_json(part)}
