@@ -49,6 +49,16 @@ FAMILY_ENCODINGS = frozenset({"mistral", "llama3", "qwen", "qwen3.5", "deepseek"
 FILE_FRAMING_TOKENS = 20
 _IMAGE_DETAILS = frozenset({"auto", "low", "high"})
 
+
+def image_detail(detail: Any, where: str) -> str:
+    """An image's ``detail``: ``auto`` when absent or empty, else one of auto, low or high; anything else (an
+    object or a list too: unhashable) is a 400 naming ``{where}.detail``."""
+    if detail is None or detail == "":
+        return "auto"
+    if not isinstance(detail, str) or detail not in _IMAGE_DETAILS:
+        raise MalformedRequestError(f"{where}.detail", "an invalid detail value (expected auto, low or high)")
+    return detail
+
 _PROFILE_IDS: dict[TokenizerProfile, int] = {}
 
 
@@ -392,14 +402,10 @@ class TokenCounter:
     def image_tokens(self, image: Any, *, where: str = "image_url") -> int:
         """Tokens of one ``image_url`` value (a string URL or ``{"url", "detail"}``)."""
         url: Any
-        detail: Any
         if isinstance(image, str):
             url, detail = image, "auto"
         elif isinstance(image, Mapping):
-            url, detail = image.get("url"), image.get("detail")
-            detail = "auto" if detail is None or detail == "" else detail
-            if not isinstance(detail, str) or detail not in _IMAGE_DETAILS:  # (an object or list: unhashable)
-                raise MalformedRequestError(f"{where}.detail", "an invalid detail value (expected auto, low or high)")
+            url, detail = image.get("url"), image_detail(image.get("detail"), where)
         else:
             raise MalformedRequestError(where, f"expected a URL string or an object, got {type(image).__name__}")
         if not isinstance(url, str):

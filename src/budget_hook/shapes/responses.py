@@ -31,11 +31,11 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from ..budget import OUTPUT_TOKEN_FIELDS, Budget
 from ..counting import TokenCounter, canonical_json, media
-from ..counting.counter import RESPONSES_FUNCTION, RESPONSES_VIEW, THOUGHT_SIGNATURE
+from ..counting.counter import RESPONSES_FUNCTION, RESPONSES_VIEW, THOUGHT_SIGNATURE, image_detail
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .base import ConversationShape, Placed, View, place_notice, touched_item, unreadable_parts, view_decisions
@@ -43,7 +43,6 @@ from .references import responses_item_type, responses_references
 
 SERVER_HISTORY_NOTE = "server_side_history_not_counted"
 _ROLES = ("user", "assistant", "system", "developer")
-_DETAILS = ("auto", "low", "high")
 
 
 
@@ -59,10 +58,8 @@ def _part(part: Any, where: str) -> dict[str, Any]:
         return {"type": "text", "text": str(part.get("refusal", ""))}
     if kind == "input_image":
         url = part.get("image_url") or (f"file:{part['file_id']}" if part.get("file_id") else "")
-        detail = part.get("detail")
-        if detail not in (None, "") and detail not in _DETAILS:  # named as the client sent it, not as the view has it
-            raise MalformedRequestError(f"{where}.detail", "an invalid detail value (expected auto, low or high)")
-        return {"type": "image_url", "image_url": {"url": str(url), "detail": detail or "auto"}}
+        # named as the client sent it, not as the view has it
+        return {"type": "image_url", "image_url": {"url": str(url), "detail": image_detail(part.get("detail"), where)}}
     if kind == "input_file":
         file = {k: part[k] for k in ("file_data", "file_id", "filename") if k in part}
         if "file_url" in part and "file_id" not in file:
@@ -83,8 +80,7 @@ def _builtin_output(item: Mapping[str, Any], where: str) -> str | list[dict[str,
     if isinstance(output, list):
         return _content(output, f"{where}.output")
     if isinstance(output, Mapping) and output.get("type") == "computer_screenshot":
-        return [_part({**output, "type": "input_image"}, f"{where}.output"), {"type": "text", "text": canonical_json(
-            {k: v for k, v in item.items() if k != "output"})}]
+        return _with_rest([_part({**output, "type": "input_image"}, f"{where}.output")], item, "output")
     return canonical_json(item)
 
 
@@ -93,10 +89,15 @@ def _other_item(item: Mapping[str, Any], where: str) -> str | list[dict[str, Any
     if not isinstance(content, list) or not content:
         return canonical_json(item)
     try:
-        parts = _content(content, f"{where}.content")
+        parts = cast("list[dict[str, Any]]", _content(content, f"{where}.content"))  # a list gives a list
     except MalformedRequestError:  # not parts: the item as its JSON
         return canonical_json(item)
-    return [*parts, {"type": "text", "text": canonical_json({k: v for k, v in item.items() if k != "content"})}]
+    return _with_rest(parts, item, "content")
+
+
+def _with_rest(parts: list[dict[str, Any]], item: Mapping[str, Any], field: str) -> list[dict[str, Any]]:
+    """``parts`` (what ``item[field]`` is), then the rest of the item as its JSON."""
+    return [*parts, {"type": "text", "text": canonical_json({k: v for k, v in item.items() if k != field})}]
 
 
 def _content(content: Any, where: str) -> str | list[dict[str, Any]]:
