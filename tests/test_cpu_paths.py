@@ -253,6 +253,15 @@ def _counter(model: str, corrected: bool):
 
 
 @settings(max_examples=300, deadline=None)
+@given(model=st.sampled_from(RENUMBERED_MODELS), corrected=st.booleans(), texts=st.lists(HEADS, max_size=8))
+def test_a_short_text_counted_from_the_memo_is_its_count(model, corrected, texts):
+    """Short texts (roles, names, call ids) are counted once per counter; every answer is tiktoken's."""
+    counter = _counter(model, corrected)
+    for text in texts + texts:
+        assert counter.count_text(text) == (counter._count_text(text) if text else 0)
+
+
+@settings(max_examples=300, deadline=None)
 @given(model=st.sampled_from(RENUMBERED_MODELS), corrected=st.booleans(), head=HEADS, tail=HEADS,
        claims=st.lists(st.integers(min_value=0, max_value=10**12), min_size=1, max_size=4),
        role=st.sampled_from(["tool", "user", "assistant"]), parts=st.booleans())

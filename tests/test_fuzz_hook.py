@@ -275,6 +275,35 @@ def test_content_in_extra_body_is_a_400_naming_it(call_type, body, field):
     assert outcome == "rejected" and error.param == field and "at the top level" in error.message
 
 
+@pytest.mark.parametrize("call_type, body, field", [
+    ("acompletion", chat(USER, litellm_system_prompt="word " * 6000), "litellm_system_prompt"),
+    ("acompletion", chat(USER, ensure_alternating_roles=True), "ensure_alternating_roles"),
+    ("acompletion", chat(USER, user_continue_message={"role": "user", "content": "go"}), "user_continue_message"),
+    ("acompletion", chat(USER, assistant_continue_message={"role": "assistant", "content": "go"}),
+     "assistant_continue_message"),
+    ("acompletion", chat(USER, initial_prompt_value="word " * 6000), "initial_prompt_value"),
+    ("acompletion", chat(USER, final_prompt_value="x"), "final_prompt_value"),
+    ("acompletion", chat(USER, roles={"user": {"pre_message": "word " * 6000}}), "roles"),
+    ("acompletion", chat(USER, bos_token="<s>"), "bos_token"),
+    ("acompletion", chat(USER, eos_token="</s>"), "eos_token"),
+    ("acompletion", chat(USER, fallbacks=["other", {"model": "g2", "litellm_system_prompt": "big"}]),
+     "fallbacks[1].litellm_system_prompt"),
+    ("aresponses", {"model": "g", "input": "hi", "litellm_system_prompt": "word " * 6000}, "litellm_system_prompt"),
+    ("anthropic_messages", {"model": "g", "max_tokens": 10, "messages": [USER], "ensure_alternating_roles": True},
+     "ensure_alternating_roles"),
+    ("atext_completion", {"model": "g", "prompt": "hi", "litellm_system_prompt": "word " * 6000},
+     "litellm_system_prompt"),
+])
+def test_a_litellm_prompt_parameter_from_the_client_is_a_400_naming_it(call_type, body, field):
+    """LiteLLM writes prompt text for these after both hooks: 6,000 tokens reached a 4k window (an attack
+    review). Unset or false, they are nothing."""
+    outcome, error = run(body, call_type)
+    assert outcome == "rejected" and error.param == field and "cannot be budgeted" in error.message
+    quiet = {k: v for k, v in body.items() if k not in (field.split(".")[0], "fallbacks", "litellm_call_id", "metadata",
+                                                          "litellm_metadata")}
+    assert run({**quiet, "ensure_alternating_roles": False, "litellm_system_prompt": None}, call_type)[0] == "forwarded"
+
+
 def test_an_output_allowance_in_extra_body_or_as_a_float_is_reserved():
     from budget_hook.budget import requested_output_tokens
 

@@ -367,6 +367,11 @@ HEAVY = {
     "600 tiny messages": {"messages": [{"role": "user", "content": "ok"}] * 600},
     "CJK without spaces": _chat("\u4e2d\u6587" * 4000),
     "one character repeated": _chat("\n" * 8000),
+    # an attack review: short words of symbols (10x prose per character in tiktoken) or any script but Latin
+    # letters, broken by spaces often enough to read as prose, were decided on the event loop
+    "symbol words": _chat(" ".join("\u2100\u2101\u2102" for _ in range(3000))),
+    "Cyrillic words": _chat(" ".join("\u043f\u0440\u0438\u0432\u0435\u0442" for _ in range(2000))),
+    "breaks at each chunk's head, CJK after": _chat("".join(" \n" * 128 + "\u4e2d" * 3840 for _ in range(3))),
 }
 
 
@@ -381,6 +386,52 @@ def test_requests_that_cost_more_than_their_characters_are_decided_in_the_pool(n
     assert not offloader.inline(HEAVY[name]) and ran_on[0].startswith("budget_hook")
     asyncio.run(decide(_chat("what is the weather like today? " * 300)))  # prose of the same size stays inline
     assert ran_on[1] == "MainThread"
+
+
+@pytest.mark.parametrize("model", ["deepseek-chat", "mistral-large-latest"])
+def test_a_vocabulary_ten_times_slower_than_tiktoken_weighs_its_requests_so(model):
+    """DeepSeek's vocabulary (``tokenizers``) and Mistral's (SentencePiece) cost ~12x tiktoken per character of
+    prose: prose that stays inline for a tiktoken group goes to the pool for theirs."""
+    from budget_hook.budget import ModelLimits
+    from budget_hook.pipeline import decision_weight
+
+    offloader = Offloader(threads=1, offload_chars=50_000)
+    prose = _chat("what is the weather like today? " * 300)
+    weight = decision_weight(ModelLimits(128_000, "test", model))
+    assert weight > 1 and decision_weight(ModelLimits(128_000, "test", "gpt-4o")) == 1
+    assert offloader.inline(prose) and not offloader.inline(prose, weight=weight)
+
+
+def test_work_on_a_failed_call_runs_in_the_pool_whatever_its_size():
+    offloader = Offloader(threads=1, offload_chars=50_000)
+    ran_on = []
+    asyncio.run(offloader.run(lambda: ran_on.append(threading.current_thread().name), _chat("hi"), pool=True))
+    assert ran_on[0].startswith("budget_hook")
+
+
+def test_text_that_folds_to_many_times_itself_is_taken_as_quoting_at_a_bounded_cost():
+    """U+FDFA folds (NFKC) to 18 characters at ~2.6 us each: 768,000 of them in metadata took 3.9 s to search
+    before. Folded a piece at a time, the search stops at the first piece that grows too much."""
+    from budget_hook.learning import overflow
+
+    folded: list[int] = []
+    real = overflow.unicodedata.normalize
+
+    def counting(form: str, text: str) -> str:
+        folded.append(len(text))
+        return real(form, text)
+    overflow.unicodedata.normalize = counting  # type: ignore[assignment]
+    try:
+        assert overflow.quotes_overflow({"metadata": {"note": "\ufdfa" * 768_000}})
+        assert sum(folded) <= overflow.NFKC_PIECE
+        folded.clear()
+        japanese = "\u65e5\u672c\u8a9e\uff21\uff22\uff23 " * 60_000  # full-width letters: folded, within bounds
+        assert overflow.quotes_overflow({"messages": [{"content": japanese}]})  # past NFKC_CHARS: taken as quoting
+        assert sum(folded) <= overflow.NFKC_CHARS
+        assert not overflow.quotes_overflow({"messages": [{"content": japanese[:7000]}]})
+        assert overflow.quotes_overflow({"messages": [{"content": japanese[:7000] + "\uff30rompt is too long"}]})
+    finally:
+        overflow.unicodedata.normalize = real  # type: ignore[assignment]
 
 
 def test_what_walks_the_whole_request_weighs_the_whole_request():

@@ -76,6 +76,10 @@ REFERENCES = [
     ("responses", {"input": [{"role": "user", "content": [{"type": "input_file", "file_url": "https://x/a.pdf"}]}]},
      "input[0].content[0]"),
     ("responses", responses(extra_body={"prompt_id": "support-bot-v3"}), "extra_body.prompt_id"),
+    # LiteLLM searches its vector stores after the check and adds the results (an attack review found these)
+    ("chat", chat(vector_store_ids=["vs_kb"]), "vector_store_ids"),
+    ("chat", chat(tools=[{"type": "file_search", "vector_store_ids": ["vs_kb"]}]), "tools[0]"),
+    ("responses", responses(vector_store_ids=["vs_kb"]), "vector_store_ids"),
     ("anthropic", anthropic(mcp_servers=[{"type": "url", "url": "https://mcp.example", "name": "docs"}]),
      "mcp_servers[0]"),
     ("anthropic", anthropic(tools=[{"type": "mcp_toolset", "mcp_server_name": "docs"}]), "tools[0]"),
@@ -125,7 +129,7 @@ def test_every_reference_is_refused_naming_its_field_under_block(shape, body, fi
 def test_every_reference_is_counted_at_the_flat_estimate_and_flagged_by_default(shape, body, field):
     plain = decided(shape, {k: v for k, v in body.items() if k not in (
         "cached_content", "cachedContent", "prompt_id", "prompt", "mcp_servers", "container", "tools", "extra_body",
-        "config")})
+        "config", "vector_store_ids")})
     estimated = decided(shape, body)
     assert estimated.action == "pass" and any(field in w for w in estimated.warnings), estimated.warnings
     assert estimated.tokens_before >= FILE_REFERENCE_TOKENS

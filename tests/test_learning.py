@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -248,8 +249,34 @@ def test_server_side_content_teaches_no_correction():
     assert learnable({"messages": [], "tools": [{"name": "f", "input_schema": {}}, {"type": "bash_20250124"}]})
     for body in ({"input": [], "previous_response_id": "resp_1"}, {"messages": [], "mcp_servers": [{}]},
                  {"messages": [], "tools": [{"type": "web_search_20250305", "name": "web_search"}]},
-                 {"contents": [], "tools": [{"googleSearch": {}}]}, {"input": [], "tools": [{"type": "file_search"}]}):
+                 {"contents": [], "tools": [{"googleSearch": {}}]}, {"input": [], "tools": [{"type": "file_search"}]},
+                 # an attack review: each of these let one key's bills for content never seen set a correction
+                 {"messages": [], "web_search_options": {}}, {"messages": [], "extra_body": {"web_search_options": {}}},
+                 {"contents": [], "tools": [{"googleMaps": {}}]}, {"contents": [], "tools": [{"fileSearch": {}}]},
+                 {"contents": [], "config": {"tools": [{"googleSearch": {}}]}},
+                 {"contents": [], "config": {"cachedContent": "cachedContents/1"}},
+                 {"messages": [], "vector_store_ids": ["vs_1"]}, {"messages": [], "mock_response": {"usage": {}}}):
         assert not learnable(body), body
+
+
+@pytest.mark.parametrize("body", [
+    {"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_id": "file-abc"}}]}]},
+    {"messages": [{"role": "user", "content": "hi"}], "prompt_id": "support-bot"},
+    {"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "file_search", "vector_store_ids": ["v"]}]},
+])
+def test_a_request_with_content_the_gateway_cannot_see_teaches_no_correction(body):
+    """What the provider bills for a file by id, a stored prompt or a search says nothing of our count: one key
+    sending 25 of them set every other team's correction to the maximum (an attack review)."""
+    from budget_hook.policy.settings import load_settings
+    from budget_hook.shapes import SHAPES
+
+    request = BudgetRequest(shape=SHAPES.get("chat"), body={"model": "g", **body}, model_group="g",
+                            limits=ModelLimits(128_000, "test", "gpt-4o"))
+    decision = decide(request, load_settings({}))
+    record = DecisionRecord.build(decision, request)
+    assert decision.action == "pass" and decision.unseen and not record.learnable
+    plain = replace(request, body={"model": "g", "messages": [{"role": "user", "content": "hi"}]})
+    assert DecisionRecord.build(decide(plain, load_settings({})), plain).learnable
 
 
 # --- what the success and failure callbacks read -------------------------------------------------------------

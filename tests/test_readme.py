@@ -25,7 +25,8 @@ PROCESS_DOCS = {
     "metadata_policy": "team/key `metadata.budget_hook`: `tighten` applies only stricter settings, `trust` applies all, `ignore` does not read it",
     "count_cache_entries": "token counts cached by content hash, per worker (about 170 bytes each; 0 turns the cache off)",
     "counting_threads": "threads of the pool that decides large requests off the event loop",
-    "offload_chars": "requests carrying at least this many characters of text are decided in that pool (0: always inline)",
+    "offload_chars": "requests weighing at least this many characters of prose are decided in that pool (text that costs "
+                     "more to count weighs more; 0: always inline)",
     "match_team_alias": "let `teams:` overrides match a team's alias too (ids are tried first)",
     "match_key_alias": "let `keys:` overrides match a key's alias too (hashed keys are tried first)",
     "unknown_routes": "routes that reach a model in a format budget_hook cannot read: `block` answers 400 `route_not_budgeted`, `pass` forwards them unchecked",

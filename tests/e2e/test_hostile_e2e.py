@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 
+import httpx
 import pytest
 
 from budget_hook.counting import TokenCounter
@@ -86,15 +87,35 @@ def test_a_comma_separated_model_list_fits_the_smallest_group(proxy, upstream):
       "tools": [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
           "x": json.loads('{"type": ["array"], "items": ' * 150 + '{"type": "string"}' + "}" * 150)}}}}]},
      "tools[0].function.parameters"),
+    # LiteLLM writes these into the prompt after both hooks (an attack review: 6,000 tokens reached a 4k window)
+    ({"model": "small", "messages": [{"role": "user", "content": "hi [e2e-prompt-param]"}],
+      "litellm_system_prompt": "word " * 6000}, "litellm_system_prompt"),
+    ({"model": "small", "messages": [{"role": "user", "content": f"q{i} [e2e-prompt-param]"} for i in range(5)],
+      "ensure_alternating_roles": True, "assistant_continue_message": {"role": "assistant", "content": "word " * 1500}},
+     "ensure_alternating_roles"),
+    ({"model": "small", "messages": [{"role": "user", "content": "hi [e2e-prompt-param]"}],
+      "initial_prompt_value": "word " * 6000, "final_prompt_value": "x", "roles": {"user": {"pre_message": "u"}}},
+     "roles"),
+    ({"model": "unstable", "messages": [{"role": "user", "content": "hi [e2e-prompt-param]"}],
+      "fallbacks": [{"model": "small", "litellm_system_prompt": "word " * 6000}]}, "fallbacks[0].litellm_system_prompt"),
 ])
 def test_bodies_the_budget_cannot_vouch_for_get_a_400_and_never_reach_the_provider(proxy, upstream, body, field):
-    marker = "e2e-extra-body" if "extra_body" in body else "e2e-deep-schema"
+    marker = next(m for m in ("e2e-extra-body", "e2e-prompt-param", "e2e-deep-schema") if m in json.dumps(body))
     response = chat(proxy, body)
     assert response.status_code == 400, response.text
     assert field in response.json()["error"]["message"]
     assert payloads_for(upstream, marker) == []
     record = wait_for_record(proxy, response.headers["x-litellm-call-id"])
     assert record["decision"]["action"] == "blocked" and record["decision"]["block"]["kind"] == "malformed"
+
+
+def test_a_responses_request_with_a_litellm_system_prompt_is_refused_before_litellm_bridges_it(proxy, upstream):
+    """/v1/responses to a chat deployment goes through LiteLLM's completion(), which reads the same parameter."""
+    response = httpx.post(f"{proxy.base_url}/v1/responses", timeout=60, headers={"authorization": "Bearer sk-default"},
+                          json={"model": "claude", "input": "hi [e2e-prompt-responses]",
+                                "litellm_system_prompt": "word " * 6000})
+    assert response.status_code == 400 and "litellm_system_prompt" in response.text, response.text
+    assert not [p for p in upstream_payloads(upstream) if "e2e-prompt-responses" in json.dumps(p["body"])]
 
 
 def gemini(proxy, route: str, body: dict):

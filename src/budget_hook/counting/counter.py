@@ -48,6 +48,8 @@ FAMILY_ENCODINGS = frozenset({"mistral", "llama3", "qwen", "qwen3.5", "deepseek"
 #: a file's name and framing around its text
 FILE_FRAMING_TOKENS = 20
 _IMAGE_DETAILS = frozenset({"auto", "low", "high"})
+#: texts this short (roles, names, call ids, short arguments) are counted once per counter, up to ``SHORT_TEXTS``
+SHORT_TEXT_CHARS, SHORT_TEXTS = 32, 4096
 
 
 def image_detail(detail: Any, where: str) -> str:
@@ -97,15 +99,9 @@ class RequestCount:
         return self.overhead_tokens + self.tools_tokens + sum(self.per_message)
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "encoding": self.encoding,
-            "method": self.method,
-            "tokens": self.total,
-            "tools_tokens": self.tools_tokens,
-            "overhead_tokens": self.overhead_tokens,
-            "per_message": list(self.per_message),
-        }
+        return {"model": self.model, "encoding": self.encoding, "method": self.method, "tokens": self.total,
+                "tools_tokens": self.tools_tokens, "overhead_tokens": self.overhead_tokens,
+                "per_message": list(self.per_message)}
 
 
 class TokenCounter:
@@ -117,6 +113,7 @@ class TokenCounter:
         self.encoding: Any = (family_encoder(profile.encoding_name) if profile.encoding_name in FAMILY_ENCODINGS
                               else get_encoding(profile.encoding_name))
         self._profile_id = _profile_id(profile)
+        self._short: dict[str, int] = {}  # counts of short texts, filled once up to SHORT_TEXTS
 
     @classmethod
     def for_model(cls, model: str, *, base_model: str | None = None) -> TokenCounter:
@@ -135,6 +132,16 @@ class TokenCounter:
         """Raw tokens of ``text`` in this profile's encoding (no factor)."""
         if not text:
             return 0
+        if len(text) <= SHORT_TEXT_CHARS:  # a dict lookup instead of a trip through tiktoken
+            tokens = self._short.get(text)
+            if tokens is None:
+                tokens = self._count_text(text)
+                if len(self._short) < SHORT_TEXTS:
+                    self._short[text] = tokens
+            return tokens
+        return self._count_text(text)
+
+    def _count_text(self, text: str) -> int:
         tokens = len(self.encoding.encode_ordinary(text))
         if self.profile.digits_as_tokens:
             # o200k packs up to 3 digits in a token; a digit-by-digit tokenizer spends one per digit.

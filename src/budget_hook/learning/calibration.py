@@ -77,23 +77,36 @@ class Calibration:
 _SERVER_TOOL_PREFIXES = ("web_search", "web_fetch", "code_execution", "code_interpreter", "tool_search", "mcp",
                          "file_search", "image_generation", "url_context")
 _SERVER_FIELDS = ("previous_response_id", "conversation", "mcp_servers", "context_management", "container",
-                  "cachedContent", "cached_content")
+                  "cachedContent", "cached_content", "web_search_options", "vector_store_ids", "prompt_id",
+                  # a mocked answer (keys LiteLLM lets send one): its usage is the client's own words
+                  "mock_response")
+#: Gemini's server-side tools, as keys of a tool (either spelling)
+_SERVER_TOOL_KEYS = ("googleSearch", "google_search", "codeExecution", "code_execution", "urlContext", "url_context",
+                     "google_search_retrieval", "googleSearchRetrieval", "retrieval", "googleMaps", "google_maps",
+                     "enterpriseWebSearch", "enterprise_web_search", "fileSearch", "file_search", "computerUse",
+                     "computer_use")
 
 
 def learnable(body: Mapping[str, Any]) -> bool:
+    """Whether what the provider bills for ``body`` measures our count of it: no server-held or server-made
+    content (history, cached contexts, stored prompts, searches, server tools), at the top level, in
+    ``extra_body`` or in Gemini's ``config``. (The decision also says when it saw a reference or an unreadable
+    part: ``Decision.unseen``.)"""
     if not isinstance(body, Mapping):
         return False
-    if any(body.get(name) for name in _SERVER_FIELDS):
-        return False
-    tools = body.get("tools")
-    if isinstance(tools, list):
-        for tool in tools:
+    sources = [body, *(body.get(name) for name in ("extra_body", "config"))]
+    for source in sources:
+        if not isinstance(source, Mapping):
+            continue
+        if any(source.get(name) not in (None, False, "", []) for name in _SERVER_FIELDS):  # {}: search on
+            return False
+        tools = source.get("tools")
+        for tool in tools if isinstance(tools, list) else []:
             if not isinstance(tool, Mapping):
                 continue
             kind = tool.get("type")
             if isinstance(kind, str) and kind.startswith(_SERVER_TOOL_PREFIXES):
                 return False
-            if any(k in tool for k in ("googleSearch", "google_search", "codeExecution", "code_execution", "urlContext",
-                                       "google_search_retrieval", "retrieval")):
+            if any(key in tool for key in _SERVER_TOOL_KEYS):
                 return False
     return True

@@ -35,6 +35,7 @@ import base64
 import contextlib
 import json
 import re
+import threading
 import unicodedata
 from dataclasses import dataclass
 from itertools import repeat
@@ -121,7 +122,7 @@ def _forms(text: str) -> list[str]:
     decoded when it is a ``data:`` URL or JSON (tool arguments LiteLLM parses before forwarding)."""
     forms = [text]
     if not text.isascii():
-        forms.append(unicodedata.normalize("NFKC", text).translate(_FORMAT_CHARS))
+        forms.append(_nfkc(text).translate(_FORMAT_CHARS))
     if "%" in text or "+" in text:
         forms.append(unquote_plus(text))
     if text.startswith("data:") and "," in text:
@@ -131,6 +132,33 @@ def _forms(text: str) -> list[str]:
         with contextlib.suppress(ValueError, RecursionError):
             forms.append(json.dumps(json.loads(text), ensure_ascii=False))
     return [form.lower() for form in forms]
+
+
+#: NFKC folds at most this many characters per search (a request with more non-ASCII text is taken as quoting), this
+#: many at a time; a piece that grows more than ``NFKC_GROWTH`` times (U+FDFA becomes 18 characters, at ~2.6 us
+#: each) makes the request taken as quoting too: the fold's work stays linear in what the client sent
+NFKC_CHARS = 256_000
+NFKC_PIECE = 1024
+NFKC_GROWTH = 4
+_FOLDED = threading.local()  # characters folded by the search running on this thread
+
+
+class _TooCostly(Exception):
+    """The fold of a request would cost more than ``NFKC_CHARS`` allow: it is taken as quoting."""
+
+
+def _nfkc(text: str) -> str:
+    spent = getattr(_FOLDED, "chars", 0) + len(text)
+    if spent > NFKC_CHARS:
+        raise _TooCostly
+    _FOLDED.chars = spent
+    pieces = []
+    for start in range(0, len(text), NFKC_PIECE):
+        piece = unicodedata.normalize("NFKC", text[start:start + NFKC_PIECE])
+        if len(piece) > NFKC_GROWTH * NFKC_PIECE:
+            raise _TooCostly
+        pieces.append(piece)
+    return "".join(pieces)
 
 
 #: the shortest phrase: a plain ASCII text shorter than this holds none in any of its forms
@@ -154,7 +182,15 @@ def _quotes(text: str) -> bool:
 def quotes_overflow(value: object) -> bool:
     """True when a key or string anywhere in ``value`` contains an overflow phrase (any case, in any of its
     ``_forms``), alone or joined with its neighbours (LiteLLM joins text parts; a provider may quote several
-    keys in a row)."""
+    keys in a row); True too when its non-ASCII text is too much to fold (``NFKC_CHARS``)."""
+    _FOLDED.chars = 0
+    try:
+        return _search(value)
+    except _TooCostly:
+        return True
+
+
+def _search(value: object) -> bool:
     stack: list[tuple[object, object]] = [(value, None)]
     seen = 0
     texts: list[str] = []

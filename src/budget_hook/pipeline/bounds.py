@@ -10,9 +10,17 @@ content blocks nest a dozen levels at most.
 provider request *after* the pre-call hook, so ``extra_body.messages`` (or ``tools``, ``input``,
 ``system``...) would replace or add to what was counted. Such a request is ambiguous: a 400 names the field.
 
-Contract: ``body_problem(body, fields)`` returns ``None``, or a ``MalformedRequestError`` naming the field
-at fault: content in ``extra_body``, or the first path (in ``messages[0].content[1].data`` form) of
-``fields`` that goes deeper than the limit. The proxy turns it into a 400, the CLI into exit 1.
+``prompt_parameter(body)`` names a LiteLLM parameter the client sent that makes LiteLLM write prompt text of
+its own after the check (``litellm_system_prompt``; ``ensure_alternating_roles`` and the continue messages it
+inserts between same-role turns; a custom prompt template's ``roles``, ``initial_prompt_value``...), at the
+top level or in a ``fallbacks`` entry (LiteLLM applies those to the fallback call): the client can put that
+text in its messages instead, where it is counted. The operator's own (a deployment's ``litellm_params``) are
+not the client's: a decision of a router attempt (``client_body=False``) does not look for them.
+
+Contract: ``body_problem(body, fields, client_body=True)`` returns ``None``, or a ``MalformedRequestError``
+naming the field at fault: content in ``extra_body``, a prompt parameter (``client_body``), or the first
+path (in ``messages[0].content[1].data`` form) of ``fields`` that goes deeper than the limit. The proxy
+turns it into a 400, the CLI into exit 1.
 """
 
 from __future__ import annotations
@@ -82,13 +90,20 @@ def _segment(key: Any) -> str:
     return key if isinstance(key, str) and key in _PATH_KEYS else "*"
 
 
-def body_problem(body: Mapping[str, Any], fields: Iterable[str]) -> MalformedRequestError | None:
+def body_problem(body: Mapping[str, Any], fields: Iterable[str], *,
+                 client_body: bool = True) -> MalformedRequestError | None:
     """What makes ``body`` one the gateway cannot vouch for (see the module's contract), or None."""
     hidden = hidden_content(body)
     if hidden is not None:
         return MalformedRequestError(hidden, "LiteLLM merges extra_body into the provider request after the "
                                      "gateway's budget check, so content there cannot be budgeted; send "
                                      f"{hidden.removeprefix('extra_body.')} at the top level of the request")
+    added = prompt_parameter(body) if client_body else None
+    if added is not None:
+        return MalformedRequestError(added, "LiteLLM adds prompt text of its own for this parameter after the "
+                                     "gateway's budget check, so it cannot be budgeted; put that text in the "
+                                     "messages (send alternating user and assistant turns), or ask the gateway "
+                                     "operator to set it on the deployment")
     path = too_deep(body, fields)
     if path is not None:
         return MalformedRequestError(path, f"nested more than {MAX_DEPTH} levels deep; the gateway accepts at most "
@@ -114,3 +129,27 @@ def hidden_content(body: Mapping[str, Any]) -> str | None:
     if not isinstance(extra, Mapping):
         return None
     return next((f"extra_body.{name}" for name in extra if name in CONTENT_FIELDS), None)
+
+
+#: LiteLLM parameters that make it write prompt text after the hooks (``litellm.main.completion``: the system
+#: prompt merged into the first system message, the continue messages ``ensure_alternating_roles`` inserts,
+#: the custom prompt template some providers' transformations render)
+PROMPT_PARAMETERS = ("litellm_system_prompt", "ensure_alternating_roles", "user_continue_message",
+                     "assistant_continue_message", "roles", "initial_prompt_value", "final_prompt_value", "bos_token",
+                     "eos_token")
+
+
+def prompt_parameter(body: Mapping[str, Any]) -> str | None:
+    """The first of ``PROMPT_PARAMETERS`` set (any value but null, false or empty) in ``body`` or one of its
+    ``fallbacks`` entries, as a path; else None."""
+    sources: list[tuple[str, Any]] = [("", body)]
+    fallbacks = body.get("fallbacks")
+    if isinstance(fallbacks, list):
+        sources += [(f"fallbacks[{index}].", entry) for index, entry in enumerate(fallbacks)]
+    for prefix, source in sources:
+        if isinstance(source, Mapping):
+            for name in PROMPT_PARAMETERS:
+                value = source.get(name)
+                if value is not None and value is not False and value != "" and value != {} and value != []:
+                    return prefix + name
+    return None

@@ -61,6 +61,18 @@ def counter_for(limits: ModelLimits) -> TokenCounter:
     return TokenCounter.for_model(limits.counting_model, base_model=limits.base_model)
 
 
+#: vocabularies that cost about 10x tiktoken per character to count (DeepSeek's through ``tokenizers``, Mistral's
+#: through SentencePiece: 0.5-0.7 us per character of prose, 1.2-3.9 us of symbols, against tiktoken's 0.05 and 0.5)
+SLOW_ENCODINGS = frozenset({"deepseek", "mistral"})
+#: how many times tiktoken's cost per character their decision weighs in the thread pool's choice
+SLOW_WEIGHT = 16
+
+
+def decision_weight(limits: ModelLimits) -> int:
+    """How many times tiktoken's cost per character deciding against ``limits`` pays (the offloader's ``weight``)."""
+    return SLOW_WEIGHT if counter_for(limits).profile.encoding_name in SLOW_ENCODINGS else 1
+
+
 def estimate(request: BudgetRequest) -> int:
     """Our uncorrected count of the request's body as the client sent it (what a provider's count of the
     same body is compared with)."""
@@ -134,7 +146,8 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
         else:
             resolved = resolved.with_client_cap(client.max_input_tokens, client.ignored)
         shape = request.shape
-        unvouched = body_problem(request.body, shape.content_fields + shape.output_token_fields)
+        unvouched = body_problem(request.body, shape.content_fields + shape.output_token_fields,
+                                 client_body=request.client_body)
         if unvouched is not None:
             context = _Context(request.body, group, request.limits, resolved)
             return context.blocked(_malformed(unvouched))
@@ -164,12 +177,13 @@ class _Context:
     warnings: list[str] = field(default_factory=list)
     calibration: Calibration = field(default_factory=Calibration)
     count: Mapping[str, Any] | None = None
+    unseen: bool = False
 
     def decision(self, action: Action, *, request: Mapping[str, Any] | None = None, **facts: Any) -> Decision:
         return Decision(action=action, mode=self.resolved.policy.mode, model_group=self.model_group,
                         limits=self.limits, resolved=self.resolved,
                         request=self.request if request is None else request, warnings=tuple(self.warnings),
-                        calibration=self.calibration, count=self.count, **facts)
+                        calibration=self.calibration, count=self.count, unseen=self.unseen, **facts)
 
     def blocked(self, block: BlockReason, **facts: Any) -> Decision:
         return self.decision(shadowed("blocked", self.resolved.policy.mode), block=block, **facts)
@@ -225,6 +239,7 @@ def decide_conversation(
     references = shape.references(request)
     unreadable = [*((path, why) for path, why, _ in references), *shape.unreadable(request)]
     if unreadable:
+        context.unseen = True
         path, why = unreadable[0]
         if policy.unreadable_content == "block":
             message = (f"{path}: {why}, so the gateway cannot check it against the context budget, and its policy "

@@ -61,6 +61,9 @@ class Decision:
     #: how the tokens were counted (``how``: exact, offline tokenizer, estimate, provider; the method, the
     #: estimate's factor, the learned correction, the provider's count)
     count: Mapping[str, Any] | None = None
+    #: the request holds content the gateway cannot see (a reference, an unreadable part, server-held history):
+    #: what the provider bills for it says nothing of the count, so its usage teaches no correction
+    unseen: bool = False
 
     @property
     def tokens_before(self) -> int | None:

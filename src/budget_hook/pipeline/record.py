@@ -125,7 +125,7 @@ class DecisionRecord:
         forwarded = decision.tokens_after if decision.mode == "enforce" else decision.tokens_before
         if forwarded is not None and decision.action not in ("blocked", "skipped"):
             values["estimate_forwarded"] = round(forwarded / decision.calibration.factor)
-            values["learnable"] = request is not None and learnable(request.body)
+            values["learnable"] = request is not None and not decision.unseen and learnable(request.body)
         if resolved.client_max_input_tokens is not None:
             values.update(client_max_input_tokens=resolved.client_max_input_tokens,
                           client_cap_applied=resolved.client_cap_applied)

@@ -67,3 +67,6 @@ class BudgetRequest:
     #: the metrics label of the group: only ever a name from the operator's configuration (or a fixed label);
     #: None outside the proxy
     metrics_group: str | None = None
+    #: the body is the client's request (the pre-call hook, the CLI), not a router attempt's kwargs, where the
+    #: deployment's own ``litellm_params`` are merged in (``bounds.prompt_parameter`` looks at the client's only)
+    client_body: bool = True

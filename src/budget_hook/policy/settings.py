@@ -118,8 +118,8 @@ class PluginSettings:
     count_cache_entries: int = knob(65_536, ge=0, le=10_000_000, doc="token counts cached by content hash, per "
                                                                      "worker (about 170 bytes each; 0 disables it)")
     counting_threads: int = knob(4, ge=1, le=64, doc="threads that decide large requests off the event loop")
-    offload_chars: int = knob(50_000, ge=0, doc="the size (characters of text) from which a request counts as "
-                                                "large (0: always decided in the pool)")
+    offload_chars: int = knob(50_000, ge=0, doc="the size (characters of prose; costlier text weighs more) from which "
+                                                "a request counts as large (0: always decided inline)")
     match_team_alias: bool = knob(False, doc="teams: overrides match team_id; also the team alias only when on")
     match_key_alias: bool = knob(False, doc="keys: overrides match the hashed key; also the key alias only when on "
                                             "(LiteLLM lets users choose the aliases of keys they create)")

@@ -24,7 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..budget import ModelLimits
-from ..pipeline import Decision, decide
+from ..pipeline import Decision, decide, decision_weight
 from ..shapes import SHAPES
 from .chains import Chain, chained
 from .errors import block_error, internal_error
@@ -59,8 +59,9 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
         # in the attempt's own format: LiteLLM may have translated the body on the way (a /v1/messages call to
         # an OpenAI deployment reaches it as a Responses call)
         request = labelled(router(), replace(decided.request, shape=shape, body=kwargs, model_group=group,
-                                             limits=limits))
-        decision = await plugin.offloader.run(lambda: decide(request, plugin.settings), kwargs)
+                                             limits=limits, client_body=False))
+        decision = await plugin.offloader.run(lambda: decide(request, plugin.settings), kwargs,
+                                              weight=decision_weight(limits))
         # the Responses chain the provider holds, counted against this attempt's own window too
         decision = chained(decision, Chain(decided.chain) if decided.chain is not None else None, kwargs)
     except Exception as exc:  # the plugin's own failure, per the fail mode of the first decision

@@ -42,7 +42,7 @@ from ..counting import templated
 from ..counting.cache import COUNT_CACHE
 from ..errors import PolicyError
 from ..learning import Calibration, teacher_of
-from ..pipeline import BudgetRequest, Decision, DecisionRecord, InternalFailure, advertised, decide
+from ..pipeline import BudgetRequest, Decision, DecisionRecord, InternalFailure, advertised, decide, decision_weight
 from ..pipeline.record import BUDGET_HEADERS
 from ..pipeline.request import Caller
 from ..policy import PluginSettings, load_settings
@@ -257,7 +257,8 @@ class BudgetHookPlugin(CustomLogger):
             request = labelled(_router(), BudgetRequest(shape=shape, body=data, model_group=group, limits=limits,
                                caller=caller, client=read_client_input(data, key), calibration=calibration))
             budget_request = request
-            decision = await self.offloader.run(lambda: decide(budget_request, self.settings), data)
+            decision = await self.offloader.run(lambda: decide(budget_request, self.settings), data,
+                                                weight=decision_weight(limits))
             if decision.wants_provider_count:
                 decision = await self._with_provider_count(request, decision)
             if decision.action == "skipped":

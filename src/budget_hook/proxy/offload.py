@@ -44,6 +44,10 @@ DENSE_TEXT_WEIGHT = 8
 TEXT_CHUNK = 4096
 #: a chunk with fewer breaks than one per this many characters is dense
 CHARS_PER_BREAK = 16
+#: text that is not ASCII costs more per character to count however it breaks (tiktoken: Cyrillic ~5x prose,
+#: symbols and CJK ~10x): each UTF-8 byte of a character beyond its first counts this many characters more, so a
+#: 3-byte character weighs 13 (``bench/hostile_cpu.py``)
+NON_ASCII_WEIGHT = 6
 #: each value elsewhere in the request (metadata, headers, fields LiteLLM forwards as sent) counts as this
 #: many characters, and its text one per ``OTHER_CHARS_PER_CHAR`` characters: what the search for quoted
 #: overflow wording costs there next to counting text (the decision reads none of it)
@@ -129,9 +133,10 @@ def text_size(text: str, room: int) -> int:
     size = len(text)
     if size < 64 or size >= room:
         return size
+    wide = 0 if text.isascii() else (len(text.encode("utf-8", "surrogatepass")) - size) * NON_ASCII_WEIGHT
     if size <= TEXT_CHUNK and text.count(" ") * CHARS_PER_BREAK >= size and "        " not in text \
             and "\n\n\n\n\n\n\n\n" not in text:
-        return size  # prose (the usual case): one pass
+        return size + wide  # prose (the usual case): one pass
     dense = 0
     if "        " in text or "\n\n\n\n\n\n\n\n" in text:  # runs of whitespace: their characters, about
         dense += 2 * (text.count("  ") + text.count("\n\n"))
@@ -139,7 +144,7 @@ def text_size(text: str, room: int) -> int:
         end = min(size, start + TEXT_CHUNK)
         if _dense(text, start, end):
             dense += end - start
-    return size + min(size, dense) * (DENSE_TEXT_WEIGHT - 1)
+    return size + max(wide, min(size, dense) * (DENSE_TEXT_WEIGHT - 1))
 
 
 def _dense(text: str, start: int, end: int) -> bool:
@@ -162,18 +167,23 @@ class Offloader:
         self._slots: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore] = \
             weakref.WeakKeyDictionary()
 
-    def inline(self, data: Mapping[str, Any], *, whole: bool = False) -> bool:
+    def inline(self, data: Mapping[str, Any], *, whole: bool = False, weight: int = 1) -> bool:
         """Whether work on a request runs on the event loop (small enough) rather than in the pool: weighed
         by its content fields, all the decision reads; ``whole``: work that walks the whole request (the
-        search for quoted overflow wording) weighs the rest too (``other_size``)."""
+        search for quoted overflow wording) weighs the rest too (``other_size``); ``weight``: how many times
+        tiktoken's cost its counter pays per character (``pipeline.decision_weight``)."""
         if self.offload_chars <= 0:
             return True
-        limit = self.offload_chars // cost_weight()  # a configured chat template costs more per message to count
+        # a configured chat template costs more per message to count, a family's own vocabulary per character
+        limit = self.offload_chars // max(cost_weight(), weight)
         size = approximate_size(data, limit)
         return size < limit and (not whole or size + other_size(data, limit - size) < limit)
 
-    async def run(self, work: Callable[[], T], data: Mapping[str, Any], *, whole: bool = False) -> T:
-        if self.inline(data, whole=whole):
+    async def run(self, work: Callable[[], T], data: Mapping[str, Any], *, whole: bool = False, weight: int = 1,
+                  pool: bool = False) -> T:
+        """``work()``, inline when the request is small (``inline``), else in the pool; ``pool``: in the pool
+        whatever its size (work on a failed call, where a thread hop costs nothing next to the call)."""
+        if self.offload_chars <= 0 or (not pool and self.inline(data, whole=whole, weight=weight)):
             return work()
         loop = asyncio.get_running_loop()
         slots = self._slots.get(loop)

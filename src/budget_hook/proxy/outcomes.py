@@ -70,13 +70,14 @@ def snapshot(data: Mapping[str, Any]) -> dict[str, Any]:
 
 async def quoted(plugin: Any, call_id: Any) -> bool:
     """Whether the request of a call that failed quotes overflow wording anywhere (keys, metadata, headers:
-    ``learning.quotes_overflow``), asked of the request the pre-call hook saw, once per call, in the pool when
-    it is large; True when it cannot be known. A provider's error that may echo it back teaches nothing."""
+    ``learning.quotes_overflow``), asked of the request the pre-call hook saw, once per call, in the pool (a
+    failed call: the hop costs nothing next to it); True when it cannot be known. A provider's error that may
+    echo it back teaches nothing."""
     records = plugin.records
     unasked, source = records.unasked(call_id)
     if unasked:
         try:
-            quotes = await plugin.offloader.run(lambda: quotes_overflow(source), source, whole=True)
+            quotes = await plugin.offloader.run(lambda: quotes_overflow(source), source, pool=True)
         except Exception:  # the search's own problem: the error is taken as an echo (it teaches nothing)
             logger.exception("budget_hook: could not search a request for overflow wording")
             quotes = True
@@ -92,7 +93,7 @@ async def sent_quotes(plugin: Any, kwargs: Mapping[str, Any]) -> bool:
     if not isinstance(sent, Mapping):
         return False  # nothing more than the request itself (``quoted``) to search
     try:
-        return bool(await plugin.offloader.run(lambda: quotes_overflow(sent), sent, whole=True))
+        return bool(await plugin.offloader.run(lambda: quotes_overflow(sent), sent, pool=True))
     except Exception:
         logger.exception("budget_hook: could not search a request for overflow wording")
         return True

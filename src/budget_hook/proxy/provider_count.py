@@ -42,7 +42,7 @@ from typing import Any
 
 import httpx
 
-from ..pipeline import BudgetRequest, Decision, decide, estimate
+from ..pipeline import BudgetRequest, Decision, decide, decision_weight, estimate
 from ..providers import count_endpoint
 
 _TOKENIZE_FIELDS = ("messages", "tools")
@@ -210,12 +210,14 @@ async def decide_with_provider_count(plugin: Any, request: BudgetRequest, decisi
     if tokens is None:
         calibration = replace(calibration, provider_note=note)
     else:
-        ours = await plugin.offloader.run(lambda: estimate(request), request.body)
+        ours = await plugin.offloader.run(lambda: estimate(request), request.body,
+                                          weight=decision_weight(request.limits))
         calibration = replace(calibration, provider_tokens=tokens, provider_estimate=max(1, ours),
                               provider_note=note)
     again = replace(request, calibration=calibration, limits=_server_limits(request.limits,
                                                                           plugin.provider_counter.server_window(target)))
-    decided: Decision = await plugin.offloader.run(lambda: decide(again, plugin.settings), request.body)
+    decided: Decision = await plugin.offloader.run(lambda: decide(again, plugin.settings), request.body,
+                                                   weight=decision_weight(again.limits))
     return decided
 
 

@@ -3,7 +3,8 @@
 Some fields make the provider (or LiteLLM, after the gateway's check) add content the request does not
 carry: a cached context (Gemini's ``cachedContent``, chat's ``cached_content``), a stored prompt (the
 Responses API's ``prompt: {id}``, LiteLLM's ``prompt_id``), the tools of a remote MCP server, the skills of
-an Anthropic container, stored ``item_reference`` items, the history behind ``previous_response_id`` or a
+an Anthropic container, stored ``item_reference`` items, the results of a search of LiteLLM's vector stores
+(``vector_store_ids``, chat's ``file_search`` tool), the history behind ``previous_response_id`` or a
 ``conversation``, a chat template of the client's (vLLM's ``chat_template``: the prompt it makes is unknown).
 The gateway cannot size any of them. Each shape lists them here as ``(path, why, tokens)``:
 
@@ -34,6 +35,8 @@ SKILL = "a container skill whose instructions the provider loads: they are not i
 STORED_ITEM = "an item stored by the provider, referenced by id: its content is not in the request"
 CONTAINER_FILES = "files uploaded to the tool's container: their content is not in the request"
 SERVER_HISTORY = "history the provider holds: it is not in the request"
+VECTOR_STORE = ("a vector store LiteLLM searches after the gateway's check, adding the results to the prompt: they "
+                "are not in the request")
 CLIENT_TEMPLATE = ("a chat template of the client's that the server renders the prompt with (vLLM, SGLang): the "
                    "prompt it makes cannot be sized")
 
@@ -88,10 +91,17 @@ def _mcp_tool(tool: Mapping[str, Any]) -> str | None:
     return MCP_SERVER if isinstance(kind, str) and kind.startswith("mcp") else None
 
 
+def _search_tool(tool: Mapping[str, Any]) -> str | None:
+    """A ``file_search`` tool on chat, which has none of its own: LiteLLM takes it out and searches the stores it
+    names (``vector_store_ids``) itself."""
+    return VECTOR_STORE if tool.get("type") == "file_search" else _mcp_tool(tool)
+
+
 def chat_references(body: Mapping[str, Any]) -> list[Reference]:
     return [*_fields(body, {"cached_content": CACHED, "cachedContent": CACHED, "prompt_id": STORED_PROMPT,
-                            "chat_template": CLIENT_TEMPLATE, "chat_template_kwargs.chat_template": CLIENT_TEMPLATE}),
-            *_listed(body, "mcp_servers", MCP_SERVER), *_tools(body, _mcp_tool),
+                            "chat_template": CLIENT_TEMPLATE, "chat_template_kwargs.chat_template": CLIENT_TEMPLATE,
+                            "vector_store_ids": VECTOR_STORE}),
+            *_listed(body, "mcp_servers", MCP_SERVER), *_tools(body, _search_tool),
             # LiteLLM forwards it to a deployment it bridges to the Responses API: the provider adds the chain it
             # holds (server-held history, counted by ``proxy.chains`` when this gateway saw it)
             *_fields(body, {"previous_response_id": SERVER_HISTORY}, tokens=0)]
@@ -124,7 +134,8 @@ def responses_item_type(item: Mapping[str, Any]) -> Any:
 
 
 def responses_references(body: Mapping[str, Any]) -> list[Reference]:
-    found = [*_fields(body, {"prompt": STORED_PROMPT, "prompt_id": STORED_PROMPT}), *_tools(body, _responses_tool)]
+    found = [*_fields(body, {"prompt": STORED_PROMPT, "prompt_id": STORED_PROMPT, "vector_store_ids": VECTOR_STORE}),
+             *_tools(body, _responses_tool)]
     items = body.get("input")
     for index, item in enumerate(items if isinstance(items, list) else []):
         if isinstance(item, Mapping) and responses_item_type(item) == "item_reference":
