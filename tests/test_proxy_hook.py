@@ -658,6 +658,34 @@ def test_an_inner_call_without_the_routers_metadata_is_decided_under_the_first_d
     assert asyncio.run(plugin.async_pre_call_deployment_hook(fits, "acompletion")) is None
 
 
+def test_a_prompt_parameter_reaching_an_attempt_is_refused_unless_its_deployment_sets_it(monkeypatch):
+    """A review of the prompt-parameter check: a client's ``litellm_system_prompt`` in a fallback target of the
+    router's own format (``fallbacks: [{"big": [{"model": "small", ...}]}]``), or in ``router_settings_override``,
+    is merged into the attempt by the router, past the pre-call check; the attempt refuses it. The same parameter
+    with the value the operator set on the deployment is the operator's, decided or not."""
+    from budget_hook.proxy import hook
+
+    router = type("Router", (), {"default_litellm_params": {"roles": {"user": {"pre_message": "u"}}}, "model_list": [
+        {"model_name": "g", "model_info": {"id": "dep-op"}, "litellm_params": {
+            "model": "openai/x", "ensure_alternating_roles": True, "litellm_system_prompt": "Be brief."}}]})()
+    monkeypatch.setattr(hook, "_router", lambda: router)
+    plugin = make_plugin(4000)
+    out = run_hook(plugin, {"model": "g", "messages": [{"role": "user", "content": "hi"}]})
+    client = {**attempt_kwargs(out, "small"), "litellm_system_prompt": "word " * 6000}
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        asyncio.run(plugin.async_pre_call_deployment_hook(client, "acompletion"))
+    assert caught.value.status_code == 400 and caught.value.param == "litellm_system_prompt"
+    operator = {**attempt_kwargs(out, "g", "dep-op"), "ensure_alternating_roles": True, "litellm_system_prompt": "Be brief.",
+                "roles": {"user": {"pre_message": "u"}}}  # the router's default_litellm_params are the operator's too
+    assert asyncio.run(plugin.async_pre_call_deployment_hook(operator, "acompletion")) is None
+    # an attempt no pre-call decision covers (decided with the router's kwargs): the operator's pass, a client's not
+    undecided = {**operator, "litellm_call_id": "never-decided", "metadata": {**operator["metadata"], "model_group": "g"}}
+    assert asyncio.run(plugin.async_pre_call_deployment_hook(undecided, "acompletion")) is None
+    with pytest.raises(BudgetHookHTTPError):
+        asyncio.run(plugin.async_pre_call_deployment_hook({**undecided, "litellm_call_id": "never-2",
+                                                           "litellm_system_prompt": "other"}, "acompletion"))
+
+
 def test_attempts_the_plugin_did_not_decide_are_left_alone():
     plugin = make_plugin()
     kwargs = attempt_kwargs({"messages": [{"role": "user", "content": "hi"}], "litellm_call_id": "unknown"}, "g")

@@ -60,6 +60,19 @@ def test_a_fallback_that_cannot_fit_is_refused_not_sent(proxy, upstream):
     assert [p["model"] for p in payloads_for(upstream, "e2e-fallback-big")] == ["gpt-4o-16k-down"]
 
 
+@pytest.mark.parametrize("extra", [
+    {"fallbacks": [{"unstable": [{"model": "small", "litellm_system_prompt": "word " * 6000}]}]},
+    {"router_settings_override": {"fallbacks": [{"model": "small", "litellm_system_prompt": "word " * 6000}]}},
+])
+def test_a_prompt_parameter_in_a_fallback_target_the_router_merges_never_reaches_the_provider(proxy, upstream, extra):
+    """The router merges these fallback targets into the attempt, past the pre-call check: the attempt refuses
+    the parameter (a review found ~6,000 tokens reaching the 4k deployment)."""
+    marker = f"e2e-fallback-param-{len(json.dumps(extra)) % 1000}-{next(iter(extra))}"
+    response = chat(proxy, {"model": "unstable", "messages": [{"role": "user", "content": f"hi [{marker}]"}], **extra})
+    assert response.status_code != 200, response.text
+    assert [p["model"] for p in payloads_for(upstream, marker)] == ["gpt-4o-16k-down"]  # the outage, never small
+
+
 def test_a_deployment_id_as_the_model_is_budgeted_against_that_deployment(proxy, upstream):
     """The router accepts a deployment id as ``model``; the plugin sees an unknown group name at first (and
     assumes the default 8,192) but checks the attempt against the deployment it really goes to."""

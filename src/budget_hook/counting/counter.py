@@ -48,8 +48,9 @@ FAMILY_ENCODINGS = frozenset({"mistral", "llama3", "qwen", "qwen3.5", "deepseek"
 #: a file's name and framing around its text
 FILE_FRAMING_TOKENS = 20
 _IMAGE_DETAILS = frozenset({"auto", "low", "high"})
-#: texts this short (roles, names, call ids, short arguments) are counted once per counter, up to ``SHORT_TEXTS``
-SHORT_TEXT_CHARS, SHORT_TEXTS = 32, 4096
+#: texts this short (roles, names, call ids, short arguments) are counted once per profile, up to ``SHORT_TEXTS`` in all
+SHORT_TEXT_CHARS, SHORT_TEXTS = 32, 65_536
+_SHORT: dict[tuple[int, str], int] = {}
 
 
 def image_detail(detail: Any, where: str) -> str:
@@ -113,7 +114,6 @@ class TokenCounter:
         self.encoding: Any = (family_encoder(profile.encoding_name) if profile.encoding_name in FAMILY_ENCODINGS
                               else get_encoding(profile.encoding_name))
         self._profile_id = _profile_id(profile)
-        self._short: dict[str, int] = {}  # counts of short texts, filled once up to SHORT_TEXTS
 
     @classmethod
     def for_model(cls, model: str, *, base_model: str | None = None) -> TokenCounter:
@@ -133,11 +133,12 @@ class TokenCounter:
         if not text:
             return 0
         if len(text) <= SHORT_TEXT_CHARS:  # a dict lookup instead of a trip through tiktoken
-            tokens = self._short.get(text)
+            key = (self._profile_id, text)
+            tokens = _SHORT.get(key)
             if tokens is None:
                 tokens = self._count_text(text)
-                if len(self._short) < SHORT_TEXTS:
-                    self._short[text] = tokens
+                if len(_SHORT) < SHORT_TEXTS:
+                    _SHORT[key] = tokens
             return tokens
         return self._count_text(text)
 

@@ -316,7 +316,6 @@ class TemplateCounter(TokenCounter):
         self.model = model
         self.encoding = _Ordinary(configured)
         self._profile_id = _profile_id(profile)
-        self._short = {}
         self._solo_extra, self._reply_opener = self._measure()
 
     def _measure(self) -> tuple[int, int]:

@@ -6,8 +6,15 @@ window a caller is told about (``/v1/models``, ``/model/info``).
 """
 
 from .advertise import Advertised, advertised
-from .decider import InternalFailure, decide, decide_conversation, decide_inputs, decision_weight, estimate
-from .decider import operator_policy as operator_policy
+from .decider import (
+    InternalFailure,
+    decide,
+    decide_conversation,
+    decide_inputs,
+    decision_weight,
+    estimate,
+    operator_policy,
+)
 from .decision import BlockReason, Decision
 from .record import DecisionRecord
 from .request import BudgetRequest, Caller, ClientInput, ClientProblem

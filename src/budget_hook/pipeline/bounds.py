@@ -14,8 +14,10 @@ provider request *after* the pre-call hook, so ``extra_body.messages`` (or ``too
 its own after the check (``litellm_system_prompt``; ``ensure_alternating_roles`` and the continue messages it
 inserts between same-role turns; a custom prompt template's ``roles``, ``initial_prompt_value``...), at the
 top level or in a ``fallbacks`` entry (LiteLLM applies those to the fallback call): the client can put that
-text in its messages instead, where it is counted. The operator's own (a deployment's ``litellm_params``) are
-not the client's: a decision of a router attempt (``client_body=False``) does not look for them.
+text in its messages instead, where it is counted. A router attempt's kwargs hold the operator's own too (a
+deployment's ``litellm_params``, the router's defaults): its decision (``client_body=False``) does not look for
+them, and ``added_prompt_parameter`` names one whose value is not the operator's (a client's, merged by the
+router from a fallback target or a settings override).
 
 Contract: ``body_problem(body, fields, client_body=True)`` returns ``None``, or a ``MalformedRequestError``
 naming the field at fault: content in ``extra_body``, a prompt parameter (``client_body``), or the first
@@ -25,7 +27,7 @@ turns it into a 400, the CLI into exit 1.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from ..errors import MalformedRequestError
@@ -100,10 +102,7 @@ def body_problem(body: Mapping[str, Any], fields: Iterable[str], *,
                                      f"{hidden.removeprefix('extra_body.')} at the top level of the request")
     added = prompt_parameter(body) if client_body else None
     if added is not None:
-        return MalformedRequestError(added, "LiteLLM adds prompt text of its own for this parameter after the "
-                                     "gateway's budget check, so it cannot be budgeted; put that text in the "
-                                     "messages (send alternating user and assistant turns), or ask the gateway "
-                                     "operator to set it on the deployment")
+        return MalformedRequestError(added, PROMPT_PARAMETER_REMEDY)
     path = too_deep(body, fields)
     if path is not None:
         return MalformedRequestError(path, f"nested more than {MAX_DEPTH} levels deep; the gateway accepts at most "
@@ -137,11 +136,20 @@ def hidden_content(body: Mapping[str, Any]) -> str | None:
 PROMPT_PARAMETERS = ("litellm_system_prompt", "ensure_alternating_roles", "user_continue_message",
                      "assistant_continue_message", "roles", "initial_prompt_value", "final_prompt_value", "bos_token",
                      "eos_token")
+PROMPT_PARAMETER_REMEDY = ("LiteLLM adds prompt text of its own for this parameter after the gateway's budget check, "
+                           "so it cannot be budgeted; put that text in the messages (send alternating user and "
+                           "assistant turns), or ask the gateway operator to set it on the deployment")
+
+
+def _set(value: Any) -> bool:
+    """Whether LiteLLM acts on a prompt parameter's value (it reads them by truth: null, false, 0, "" are unset)."""
+    return value is not None and not (isinstance(value, (bool, int, float, str, list, dict)) and not value)
 
 
 def prompt_parameter(body: Mapping[str, Any]) -> str | None:
-    """The first of ``PROMPT_PARAMETERS`` set (any value but null, false or empty) in ``body`` or one of its
-    ``fallbacks`` entries, as a path; else None."""
+    """The first of ``PROMPT_PARAMETERS`` set in ``body`` or one of its ``fallbacks`` entries, as a path; else
+    None. (Fallback targets in the router's own format, ``router_settings_override``, ... reach the attempt:
+    ``added_prompt_parameter`` finds them there.)"""
     sources: list[tuple[str, Any]] = [("", body)]
     fallbacks = body.get("fallbacks")
     if isinstance(fallbacks, list):
@@ -149,7 +157,17 @@ def prompt_parameter(body: Mapping[str, Any]) -> str | None:
     for prefix, source in sources:
         if isinstance(source, Mapping):
             for name in PROMPT_PARAMETERS:
-                value = source.get(name)
-                if value is not None and value is not False and value != "" and value != {} and value != []:
+                if _set(source.get(name)):
                     return prefix + name
     return None
+
+
+def added_prompt_parameter(kwargs: Mapping[str, Any], own: Callable[[], Mapping[str, Any]]) -> str | None:
+    """The first of ``PROMPT_PARAMETERS`` a router attempt carries with another value than its deployment's own
+    ``litellm_params`` (``own``, asked only when one is set): a client's, however it got there (a fallback target
+    in any format LiteLLM merges, a settings override)."""
+    present = [name for name in PROMPT_PARAMETERS if _set(kwargs.get(name))]
+    if not present:
+        return None
+    configured = own()
+    return next((name for name in present if kwargs.get(name) != configured.get(name)), None)

@@ -25,13 +25,15 @@ from typing import Any
 
 from ..budget import ModelLimits
 from ..pipeline import Decision, decide, decision_weight
+from ..pipeline.bounds import added_prompt_parameter
 from ..shapes import SHAPES
 from .chains import Chain, chained
-from .errors import block_error, internal_error
+from .errors import block_error, internal_error, prompt_parameter_error
+from .feedback import deployment_id
 from .labels import labelled
 from .outcomes import log_internal
 from .route_guard import undecided_attempt
-from .windows import covers, with_learned_window
+from .windows import covers, deployment_params, with_learned_window
 
 #: how many attempts a record keeps (the last ones)
 ATTEMPTS_KEPT = 10
@@ -47,8 +49,16 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
     decided = plugin.records.decided(call_id)
     if decided is None and plugin.records.adopt(call_id, kwargs):  # an outer call's inner completion
         decided = plugin.records.decided(call_id)
+
+    def own() -> Mapping[str, Any]:  # what the operator set on the attempt's deployment
+        return deployment_params(router(), deployment_id(kwargs))
     if shape is None or decided is None:  # a router pass-through, a route that skips the pre-call hook
-        return await undecided_attempt(plugin, kwargs, call_type, error_type)
+        return await undecided_attempt(plugin, kwargs, call_type, error_type, own)
+    # a client's prompt parameter that reached the attempt by a way the pre-call check does not read (a fallback
+    # target in the router's format, a settings override): LiteLLM would write its text after this hook
+    added = added_prompt_parameter(kwargs, own)
+    if added is not None:
+        raise error_type(prompt_parameter_error(added))
     try:
         # no router metadata on the call (LiteLLM's generateContent adapter makes its inner completion without
         # it): a deployment of the group first decided for, under that decision's limits

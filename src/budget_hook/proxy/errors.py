@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..pipeline import Decision
+from ..pipeline.bounds import PROMPT_PARAMETER_REMEDY
 from ..pipeline.record import block_param
 from ..shapes import Shape
 
@@ -48,6 +49,12 @@ def internal_error(call_id: Any) -> ErrorSpec:
         "service_unavailable",
         "budget_check_unavailable",
     )
+
+
+def prompt_parameter_error(path: str) -> ErrorSpec:
+    """An attempt carrying a LiteLLM prompt parameter its deployment does not set (``bounds.PROMPT_PARAMETERS``)."""
+    return ErrorSpec(400, f"invalid request: {path}: {PROMPT_PARAMETER_REMEDY}", "invalid_request_error",
+                     "invalid_request", param=path)
 
 
 def unread_route_error(call_type: str) -> ErrorSpec:

@@ -45,9 +45,11 @@ TEXT_CHUNK = 4096
 #: a chunk with fewer breaks than one per this many characters is dense
 CHARS_PER_BREAK = 16
 #: text that is not ASCII costs more per character to count however it breaks (tiktoken: Cyrillic ~5x prose,
-#: symbols and CJK ~10x): each UTF-8 byte of a character beyond its first counts this many characters more, so a
-#: 3-byte character weighs 13 (``bench/hostile_cpu.py``)
+#: symbols and CJK ~10x): each UTF-8 byte of a character beyond its first counts this many characters more (a
+#: 3-byte character weighs 13), past one such byte per ``NON_ASCII_FREE`` characters (curly quotes, dashes and
+#: accents in prose cost next to nothing more)
 NON_ASCII_WEIGHT = 6
+NON_ASCII_FREE = 16
 #: each value elsewhere in the request (metadata, headers, fields LiteLLM forwards as sent) counts as this
 #: many characters, and its text one per ``OTHER_CHARS_PER_CHAR`` characters: what the search for quoted
 #: overflow wording costs there next to counting text (the decision reads none of it)
@@ -133,7 +135,8 @@ def text_size(text: str, room: int) -> int:
     size = len(text)
     if size < 64 or size >= room:
         return size
-    wide = 0 if text.isascii() else (len(text.encode("utf-8", "surrogatepass")) - size) * NON_ASCII_WEIGHT
+    wide = 0 if text.isascii() else \
+        max(0, len(text.encode("utf-8", "surrogatepass")) - size - size // NON_ASCII_FREE) * NON_ASCII_WEIGHT
     if size <= TEXT_CHUNK and text.count(" ") * CHARS_PER_BREAK >= size and "        " not in text \
             and "\n\n\n\n\n\n\n\n" not in text:
         return size + wide  # prose (the usual case): one pass

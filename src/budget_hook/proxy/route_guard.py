@@ -29,11 +29,12 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from types import SimpleNamespace
 from typing import Any
 
+from ..pipeline.bounds import PROMPT_PARAMETERS
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, UNREAD_MODEL_CALL_TYPES, Shape
 from .errors import unread_route_error
 from .routes import REFUSED, classify
@@ -185,20 +186,24 @@ def _caller(kwargs: Mapping[str, Any]) -> Any:
     return None
 
 
-async def undecided_attempt(plugin: Any, kwargs: dict[str, Any], call_type: Any,
-                            error_type: Any) -> dict[str, Any] | None:
+async def undecided_attempt(plugin: Any, kwargs: dict[str, Any], call_type: Any, error_type: Any,
+                            own: Callable[[], Mapping[str, Any]] = dict) -> dict[str, Any] | None:
     """A router attempt no pre-call decision covers: decided now (the kwargs to send, or None to send them as
-    they are; a refusal raises ``error_type``)."""
+    they are; a refusal raises ``error_type``). ``own``: the ``litellm_params`` the operator set on the attempt's
+    deployment, whose prompt parameters (``bounds.PROMPT_PARAMETERS``) are the operator's, not the client's."""
     if call_type == ROUTER_PASS_THROUGH:
         return await _pass_through_attempt(plugin, kwargs, error_type)
     shape, group = SHAPES.for_call_type(call_type), _routed_group(kwargs)
     if shape is None or group is None or not isinstance(kwargs.get("litellm_call_id"), str):
         return None  # not a router attempt of a shape we read (health checks, LiteLLM's own calls)
-    probe = {**kwargs, "model": group}
+    present = [name for name in PROMPT_PARAMETERS if name in kwargs]
+    configured = own() if present else {}
+    operator = {name: kwargs[name] for name in present if name in configured and configured[name] == kwargs[name]}
+    probe = {**{k: v for k, v in kwargs.items() if k not in operator}, "model": group}
     forwarded = await plugin.async_pre_call_hook(_caller(kwargs), None, probe, call_type)
     if not isinstance(forwarded, dict) or forwarded is probe:
         return None
-    return {**forwarded, "model": kwargs.get("model")}
+    return {**forwarded, **operator, "model": kwargs.get("model")}
 
 
 async def _pass_through_attempt(plugin: Any, kwargs: dict[str, Any], error_type: Any) -> dict[str, Any] | None:

@@ -88,6 +88,21 @@ def configured_window(router: Any, deployment_id: str | None) -> int | None:
     return None
 
 
+def deployment_params(router: Any, deployment_id: str | None) -> Mapping[str, Any]:
+    """The parameters the operator configured for the deployment with ``deployment_id``: the router's
+    ``default_litellm_params`` (which it merges into every call), then the deployment's ``litellm_params``."""
+    defaults = getattr(router, "default_litellm_params", None) if router is not None else None
+    found: dict[str, Any] = dict(defaults) if isinstance(defaults, Mapping) else {}
+    model_list = getattr(router, "model_list", None) if router is not None and isinstance(deployment_id, str) else None
+    for entry in model_list if isinstance(model_list, list) else ():
+        info = entry.get("model_info") if isinstance(entry, dict) else None
+        if isinstance(info, dict) and info.get("id") == deployment_id:
+            params = entry.get("litellm_params")
+            found.update(params if isinstance(params, Mapping) else {})
+            break
+    return found
+
+
 def deployments_of(router: Any, group: str) -> list[Any]:
     if router is None:
         return []
