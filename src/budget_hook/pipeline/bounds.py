@@ -162,12 +162,20 @@ def prompt_parameter(body: Mapping[str, Any]) -> str | None:
     return None
 
 
+def operator_prompt_parameters(kwargs: Mapping[str, Any], own: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
+    """The ``PROMPT_PARAMETERS`` a router attempt carries with the value its deployment's own parameters set
+    (``own``, asked only when one is there): the operator's, not a client's."""
+    present = [name for name in PROMPT_PARAMETERS if name in kwargs]
+    configured = own() if present else {}
+    return {name: kwargs[name] for name in present if name in configured and configured[name] == kwargs[name]}
+
+
 def added_prompt_parameter(kwargs: Mapping[str, Any], own: Callable[[], Mapping[str, Any]]) -> str | None:
-    """The first of ``PROMPT_PARAMETERS`` a router attempt carries with another value than its deployment's own
-    ``litellm_params`` (``own``, asked only when one is set): a client's, however it got there (a fallback target
-    in any format LiteLLM merges, a settings override)."""
+    """The first of ``PROMPT_PARAMETERS`` set in a router attempt that is not the operator's
+    (``operator_prompt_parameters``): a client's, however it got there (a fallback target in any format LiteLLM
+    merges, a settings override)."""
     present = [name for name in PROMPT_PARAMETERS if _set(kwargs.get(name))]
     if not present:
         return None
-    configured = own()
-    return next((name for name in present if kwargs.get(name) != configured.get(name)), None)
+    operator = operator_prompt_parameters(kwargs, own)
+    return next((name for name in present if name not in operator), None)

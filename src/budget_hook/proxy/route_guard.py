@@ -34,7 +34,7 @@ from contextvars import ContextVar
 from types import SimpleNamespace
 from typing import Any
 
-from ..pipeline.bounds import PROMPT_PARAMETERS
+from ..pipeline.bounds import operator_prompt_parameters
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, UNREAD_MODEL_CALL_TYPES, Shape
 from .errors import unread_route_error
 from .routes import REFUSED, classify
@@ -190,15 +190,13 @@ async def undecided_attempt(plugin: Any, kwargs: dict[str, Any], call_type: Any,
                             own: Callable[[], Mapping[str, Any]] = dict) -> dict[str, Any] | None:
     """A router attempt no pre-call decision covers: decided now (the kwargs to send, or None to send them as
     they are; a refusal raises ``error_type``). ``own``: the ``litellm_params`` the operator set on the attempt's
-    deployment, whose prompt parameters (``bounds.PROMPT_PARAMETERS``) are the operator's, not the client's."""
+    deployment, whose prompt parameters are the operator's, not the client's (``bounds.operator_prompt_parameters``)."""
     if call_type == ROUTER_PASS_THROUGH:
         return await _pass_through_attempt(plugin, kwargs, error_type)
     shape, group = SHAPES.for_call_type(call_type), _routed_group(kwargs)
     if shape is None or group is None or not isinstance(kwargs.get("litellm_call_id"), str):
         return None  # not a router attempt of a shape we read (health checks, LiteLLM's own calls)
-    present = [name for name in PROMPT_PARAMETERS if name in kwargs]
-    configured = own() if present else {}
-    operator = {name: kwargs[name] for name in present if name in configured and configured[name] == kwargs[name]}
+    operator = operator_prompt_parameters(kwargs, own)
     probe = {**{k: v for k, v in kwargs.items() if k not in operator}, "model": group}
     forwarded = await plugin.async_pre_call_hook(_caller(kwargs), None, probe, call_type)
     if not isinstance(forwarded, dict) or forwarded is probe:
