@@ -1,7 +1,7 @@
 """The cheaper paths of issue 25 decide exactly what the full ones decided.
 
 * the per-attempt check recognises the router's rebuilt ``tools`` list (the same items, by identity) and nothing
-  else: an item merged in, an equal copy, another type is decided again;
+  else: an item merged in, an equal copy, another type, an edit in place (a guardrail's) is decided again;
 * ``quotes_overflow`` (short texts skipped, long texts remembered, joined texts searched at their ends) answers
   as the plain definition does, for any body (property-tested against it);
 * the resolved policy is built once per (group, routed groups, team, key) and is the one a fresh build gives;
@@ -22,7 +22,7 @@ from budget_hook.budget import compute_budget
 from budget_hook.learning import LearningSettings, overflow
 from budget_hook.learning.overflow import OVERFLOW_PHRASES, quotes_overflow
 from budget_hook.policy.layers import RESOLVED_KEPT, PolicyLayers
-from budget_hook.proxy.attempts import unchanged
+from budget_hook.proxy.attempts import content_nodes, unchanged
 from budget_hook.proxy.shared import SharedLearning
 
 # --- the per-attempt check ------------------------------------------------------------------------------
@@ -30,20 +30,50 @@ from budget_hook.proxy.shared import SharedLearning
 
 def test_the_routers_rebuilt_tools_list_is_the_decided_one():
     tools = [{"type": "function", "function": {"name": "a"}}, {"type": "function", "function": {"name": "b"}}]
-    assert unchanged(tools, tools)
-    assert unchanged(list(tools), tools)  # Router._merge_tools_from_deployment: list(dep) + list(request)
-    assert unchanged([*[], *tools], tools)
+    decided = content_nodes(tools)
+    assert unchanged(tools, decided)
+    assert unchanged(list(tools), decided)  # Router._merge_tools_from_deployment: list(dep) + list(request)
+    assert unchanged([*[], *tools], decided)
 
 
 def test_anything_else_in_the_attempt_is_decided_again():
     tools = [{"type": "function", "function": {"name": "a"}}]
+    decided = content_nodes(tools)
     merged = [{"type": "function", "function": {"name": "operator_tool"}}, *tools]
-    assert not unchanged(merged, tools)  # a deployment's litellm_params.tools
-    assert not unchanged([json.loads(json.dumps(tools[0]))], tools)  # equal, not the decided object
-    assert not unchanged(tuple(tools), tools)
-    assert not unchanged(None, tools) and not unchanged(tools, None)
-    assert not unchanged([], tools)
-    assert unchanged(None, None)
+    assert not unchanged(merged, decided)  # a deployment's litellm_params.tools
+    assert not unchanged([json.loads(json.dumps(tools[0]))], decided)  # equal, not the decided object
+    assert not unchanged(tuple(tools), decided)
+    assert not unchanged(None, decided) and not unchanged(tools, content_nodes(None))
+    assert not unchanged([], decided)
+    assert unchanged(None, content_nodes(None))
+
+
+JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner, max_size=4),
+                    max_leaves=30)
+
+
+@settings(max_examples=300, deadline=None)
+@given(JSON, st.data())
+def test_an_edit_in_place_anywhere_in_a_decided_field_is_seen(value, data):
+    """A guardrail edits the forwarded request in place after the pre-call hook (LiteLLM's content filter masks
+    each blocked word in the same message dicts): whatever it writes, wherever, the attempt decides again."""
+    decided = content_nodes(value)
+    assert unchanged(value, decided)
+    containers = [node for node in decided if type(node) in (dict, list)]
+    if type(value) is list:
+        containers.append(value)
+    if not containers:
+        return
+    target = data.draw(st.sampled_from(containers))
+    if type(target) is dict:
+        key = data.draw(st.sampled_from([*target, "new key"]) if target else st.just("new key"))
+        target[key] = "x" * 10_000
+    elif target and data.draw(st.booleans()):
+        target[data.draw(st.integers(0, len(target) - 1))] = "x" * 10_000
+    else:
+        target.append("x")
+    assert not unchanged(value, decided)
 
 
 # --- quotes_overflow ------------------------------------------------------------------------------------

@@ -293,6 +293,14 @@ def test_content_in_extra_body_is_a_400_naming_it(call_type, body, field):
      "ensure_alternating_roles"),
     ("atext_completion", {"model": "g", "prompt": "hi", "litellm_system_prompt": "word " * 6000},
      "litellm_system_prompt"),
+    # vLLM renders a client's special token in the chat template in place of the tokenizer's: 62 tokens counted,
+    # 4,862 rendered in a 4,096 window (an attack review)
+    ("acompletion", chat(USER, chat_template_kwargs={"enable_thinking": False, "bos_token": "lorem ipsum " * 600}),
+     "chat_template_kwargs.bos_token"),
+    ("acompletion", chat(USER, extra_body={"chat_template_kwargs": {"eos_token": "</s>"}}),
+     "extra_body.chat_template_kwargs.eos_token"),
+    ("acompletion", chat(USER, fallbacks=[{"model": "g2", "chat_template_kwargs": {"pad_token": "x"}}]),
+     "fallbacks[0].chat_template_kwargs.pad_token"),
 ])
 def test_a_litellm_prompt_parameter_from_the_client_is_a_400_naming_it(call_type, body, field):
     """LiteLLM writes prompt text for these after both hooks: 6,000 tokens reached a 4k window (an attack
@@ -302,6 +310,9 @@ def test_a_litellm_prompt_parameter_from_the_client_is_a_400_naming_it(call_type
     quiet = {k: v for k, v in body.items() if k not in (field.split(".")[0], "fallbacks", "litellm_call_id", "metadata",
                                                           "litellm_metadata")}
     assert run({**quiet, "ensure_alternating_roles": False, "litellm_system_prompt": None}, call_type)[0] == "forwarded"
+    # the template's other variables are the client's to set (vLLM's enable_thinking, a date)
+    assert run({**quiet, "chat_template_kwargs": {"enable_thinking": False, "bos_token": None}}, call_type)[0] == \
+        "forwarded"
 
 
 def test_an_output_allowance_in_extra_body_or_as_a_float_is_reserved():
@@ -318,3 +329,10 @@ def test_an_output_allowance_in_extra_body_or_as_a_float_is_reserved():
     assert outcome == "rejected" and error.param == "max_tokens"
     outcome, error = run(chat(USER, extra_body={"max_tokens": 3990}))
     assert outcome == "rejected" and error.param == "max_tokens"
+
+
+def test_the_special_tokens_refused_in_chat_template_kwargs_are_the_ones_templates_are_given():
+    from budget_hook.counting import templated
+    from budget_hook.pipeline.bounds import TEMPLATE_SPECIALS
+
+    assert TEMPLATE_SPECIALS == templated._SPECIAL_KEYS

@@ -372,6 +372,11 @@ HEAVY = {
     "symbol words": _chat(" ".join("\u2100\u2101\u2102" for _ in range(3000))),
     "Cyrillic words": _chat(" ".join("\u043f\u0440\u0438\u0432\u0435\u0442" for _ in range(2000))),
     "breaks at each chunk's head, CJK after": _chat("".join(" \n" * 128 + "\u4e2d" * 3840 for _ in range(3))),
+    # an attack review: a configured chat template renders these at ~20x the cost of counting prose (1.5 MB held
+    # the event loop 1.6 s)
+    "chat_template_kwargs": _chat("hi", chat_template_kwargs={"date_string": "lorem ipsum " * 300}),
+    "extra_body chat_template_kwargs": _chat("hi", extra_body={"chat_template_kwargs": {"d": "lorem ipsum " * 300}}),
+    "template documents": _chat("hi", documents=[{"title": "t", "text": "lorem ipsum " * 300}]),
 }
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import MalformedRequestError
-from budget_hook.shapes.inputs import check_inputs
+from budget_hook.shapes.inputs import OverLimit, check_inputs
 
 EMBEDDING = TokenCounter.for_model("text-embedding-3-small")
 ESTIMATED = TokenCounter.for_model("cohere/embed-english-v3.0")
@@ -62,3 +62,50 @@ def test_truncation_only_cuts_what_is_over_and_always_lands_under(values, limit,
     for index, value in enumerate(values):
         if index not in cut.truncated:
             assert cut.value[index] is value if plain.over else cut.value is values
+
+
+def test_prompts_a_chat_deployment_gets_as_one_call_must_fit_together():
+    """LiteLLM's ``text_completion`` sends a list of prompts to a chat model as the user messages of one call: each
+    under the limit, together over it, is over (each message's framing counted); a batch endpoint takes them one
+    by one."""
+    counter = TokenCounter.for_model("gpt-4o")
+    prompts = ["word " * 400] * 3
+    each = counter.count_text(prompts[0])
+    batch = check_inputs(prompts, field="prompt", counter=counter, limit=1000)
+    assert not batch.over and batch.total == 3 * each
+    joined = check_inputs(prompts, field="prompt", counter=counter, limit=1000, joined=True)
+    together = 3 * each + 3 * counter.profile.tokens_per_message + counter.profile.reply_priming
+    assert joined.total == together and joined.over == (OverLimit(None, together, together - 1000),)
+    assert joined.describe_over().startswith("the 3 prompts reach this deployment as the user messages of one chat")
+    assert not check_inputs(prompts, field="prompt", counter=counter, limit=together, joined=True).over
+    alone = check_inputs(["word " * 2000, "hi"], field="prompt", counter=counter, limit=1000, joined=True)
+    assert alone.over[0].index == 0 and alone.describe_over().startswith("prompt[0] has")  # the prompt named
+    assert not check_inputs("word " * 400, field="prompt", counter=counter, limit=1000, joined=True).over
+
+
+@pytest.mark.parametrize(("backend", "params", "joins"), [
+    ("anthropic/claude-sonnet-4-5", {}, True),
+    ("openai/gpt-4o", {}, True),  # a chat model LiteLLM knows
+    ("gpt-4o", {}, True),
+    ("ollama/llama3", {}, True),
+    ("azure/gpt-4o", {}, True),
+    ("openai/my-finetune", {}, False),  # an OpenAI-compatible server's model: the text-completion endpoint
+    ("gpt-3.5-turbo-instruct", {}, False),
+    ("hosted_vllm/llama", {}, False),
+    ("together_ai/x", {}, False),
+    ("text-completion-openai/x", {}, False),
+    ("my-model", {"custom_llm_provider": "hosted_vllm"}, False),
+])
+def test_which_deployments_join_a_list_of_prompts(backend, params, joins):
+    from budget_hook.budget.router_windows import joins_prompts
+
+    assert joins_prompts(backend, params) is joins
+
+
+def test_the_batching_providers_are_litellms():
+    import litellm
+
+    from budget_hook.budget.router_windows import BATCHED_PROMPT_PROVIDERS
+
+    litellms = {*litellm.openai_text_completion_compatible_providers, "text-completion-openai", "azure_text"}
+    assert litellms == BATCHED_PROMPT_PROVIDERS

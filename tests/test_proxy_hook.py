@@ -675,6 +675,11 @@ def test_a_prompt_parameter_reaching_an_attempt_is_refused_unless_its_deployment
     with pytest.raises(BudgetHookHTTPError) as caught:
         asyncio.run(plugin.async_pre_call_deployment_hook(client, "acompletion"))
     assert caught.value.status_code == 400 and caught.value.param == "litellm_system_prompt"
+    special = {**attempt_kwargs(out, "small"), "chat_template_kwargs": {"bos_token": "word " * 6000}}
+    with pytest.raises(BudgetHookHTTPError) as caught:  # a template's special token, merged from a fallback target
+        asyncio.run(plugin.async_pre_call_deployment_hook(special, "acompletion"))
+    assert caught.value.status_code == 400 and caught.value.param == "chat_template_kwargs.bos_token"
+    assert "special token" in caught.value.message
     operator = {**attempt_kwargs(out, "g", "dep-op"), "ensure_alternating_roles": True, "litellm_system_prompt": "Be brief.",
                 "roles": {"user": {"pre_message": "u"}}}  # the router's default_litellm_params are the operator's too
     assert asyncio.run(plugin.async_pre_call_deployment_hook(operator, "acompletion")) is None

@@ -5,6 +5,9 @@ LiteLLM's router rebuilds ``kwargs["tools"]`` as a new list of the same items on
 (``Router._merge_tools_from_deployment``); a deployment's own ``litellm_params.tools`` are put in front of the
 client's. The record says how many attempts were decided again (``decided_again``): none for the first, one for
 the second, whose forwarded tools (and token count) differ from what the pre-call hook decided.
+
+The proxy also has an operator's masking guardrail (LiteLLM's content filter, asked for by name): it edits the
+messages in place after the pre-call hook, so a request whose blocked words it masks is decided again.
 """
 
 from __future__ import annotations
@@ -45,6 +48,9 @@ def proxy(tmp_path_factory):
         ],
         "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
         "callback_settings": {"budget_hook": {}},
+        "guardrails": [{"guardrail_name": "mask-words", "litellm_params": {
+            "guardrail": "litellm_content_filter", "mode": "pre_call", "default_on": False,
+            "blocked_words": [{"keyword": "darn", "action": "MASK"}]}}],
     }
     path = folder / "litellm_config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
@@ -144,3 +150,18 @@ def test_a_trimmed_request_is_decided_once(proxy, route):
     decision = wait_for_record(process, response.headers["x-litellm-call-id"])["decision"]
     assert decision["action"] == "trimmed", decision
     assert "decided_again" not in decision, decision  # the trimmed body, forwarded as decided
+
+
+def test_a_guardrail_that_rewrites_the_messages_in_place_after_the_count_is_decided_again(proxy):
+    """The content filter writes ``[KEYWORD_REDACTED]`` over each blocked word in the very message dicts the
+    pre-call hook counted: 3,000 words of 1 token became 18,000 tokens in an 8,000 window, and reached the provider
+    as the first decision stood. The attempt now sees the new strings and refuses it with the window's error."""
+    process, upstream = proxy
+    marker = f"mask-{uuid.uuid4().hex[:8]}"
+    body = {"model": "tooled", "max_tokens": 50, "guardrails": ["mask-words"],
+            "messages": [{"role": "user", "content": f"{marker} " + "darn " * 3000}]}
+    response = httpx.post(f"{process.base_url}/v1/chat/completions", json=body, timeout=60,
+                          headers={"authorization": f"Bearer {MASTER_KEY}"})
+    assert response.status_code == 400, response.text
+    assert "context" in response.text.lower(), response.text
+    assert [p for p in upstream_payloads(upstream) if marker in str(p["body"])] == []

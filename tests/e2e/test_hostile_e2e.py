@@ -111,6 +111,9 @@ def test_a_comma_separated_model_list_fits_the_smallest_group(proxy, upstream):
      "roles"),
     ({"model": "unstable", "messages": [{"role": "user", "content": "hi [e2e-prompt-param]"}],
       "fallbacks": [{"model": "small", "litellm_system_prompt": "word " * 6000}]}, "fallbacks[0].litellm_system_prompt"),
+    # vLLM's chat template writes a client's special token in place of the tokenizer's (an attack review)
+    ({"model": "vllm-small", "messages": [{"role": "user", "content": "hi [e2e-prompt-param]"}],
+      "chat_template_kwargs": {"enable_thinking": False, "bos_token": "word " * 6000}}, "chat_template_kwargs.bos_token"),
 ])
 def test_bodies_the_budget_cannot_vouch_for_get_a_400_and_never_reach_the_provider(proxy, upstream, body, field):
     marker = next(m for m in ("e2e-extra-body", "e2e-prompt-param", "e2e-deep-schema") if m in json.dumps(body))

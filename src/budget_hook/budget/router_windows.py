@@ -27,6 +27,7 @@ from .windows import (
     ModelLimits,
     lookup_max_input_tokens,
     lookup_max_output_tokens,
+    model_map_entry,
 )
 
 if TYPE_CHECKING:
@@ -35,6 +36,30 @@ if TYPE_CHECKING:
 #: a comma-separated ``model`` naming more groups than this is one (unknown) name: each listed group costs
 #: a router lookup, and a client writes the list (the attempts are still checked one by one)
 MAX_LISTED_GROUPS = 16
+#: providers LiteLLM sends a ``/completions`` list of prompts to as a batch, each prompt its own completion: the
+#: text-completion endpoints (``litellm.text_completion``, then ``completion()``: ``text-completion-openai``,
+#: ``azure_text``, and ``litellm.openai_text_completion_compatible_providers`` when the call is a text completion,
+#: LiteLLM 1.103 and 1.108). Every other provider gets the prompts as the user messages of one chat call.
+BATCHED_PROMPT_PROVIDERS = frozenset({
+    "text-completion-openai", "azure_text", "apertis", "chutes", "dashscope", "featherless_ai", "fireworks_ai",
+    "hosted_vllm", "hyperbolic", "lambda_ai", "llamafile", "meta_llama", "modelscope", "moonshot", "nano-gpt",
+    "nebius", "poe", "publicai", "qwen_ai_platform", "qwencloud", "synthetic", "tensormesh", "together_ai", "v0",
+    "wandb"})
+
+
+def joins_prompts(backend: str, params: Mapping[str, Any]) -> bool:
+    """Whether a deployment (its ``litellm_params.model`` and params) gets a list of prompts as one chat call. An
+    ``openai/`` model LiteLLM knows as a chat model is a chat call; any other ``openai/`` name goes to the
+    text-completion endpoint (an OpenAI-compatible server's own model). A name with no provider is the model
+    map's provider's."""
+    provider, _, name = backend.partition("/") if "/" in backend else ("", "", backend)
+    provider = str(params.get("custom_llm_provider") or provider)
+    entry = model_map_entry(name if provider else backend)
+    if not provider:
+        provider = str(entry.get("litellm_provider") or "") if entry else ""
+    if provider == "openai":
+        return entry is not None and entry.get("mode") == "chat"
+    return provider not in BATCHED_PROMPT_PROVIDERS
 
 
 def too_long(group: str) -> ModelLimits | None:
@@ -142,10 +167,12 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
     ids: list[str] = []
     backends: list[tuple[str, str | None]] = []
     filled: list[int] = []
+    joined = False
     for position, deployment in enumerate(deployments):
         params = deployment.get("litellm_params") or {}
         model_info = deployment.get("model_info") or {}
         backend = str(params.get("model") or group)
+        joined = joined or joins_prompts(backend, params if isinstance(params, Mapping) else {})
         base_model = model_info.get("base_model") or params.get("base_model")
         backends.append((backend, base_model))
         info = (infos[position] if infos is not None and position < len(infos) else None) or {}
@@ -167,25 +194,26 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
         if isinstance(model_info.get("id"), str):
             ids.append(model_info["id"])
     if not deployments:
+        joined = joins_prompts(group, {})
         window = lookup_max_input_tokens(group)
         group_quirks = _fills_max_tokens(group, None)
         output = _filled_output(group, group_quirks) if group_quirks is not None else None
         if window:
             window, note = header_dependent_window(group, None, window, {}, {})
             source = f"model map: {group}" + (f"; {note}" if note else "")
-            return ModelLimits(window, source, group, filled_output_tokens=output)
-        return ModelLimits(None, "unknown", group, filled_output_tokens=output)
+            return ModelLimits(window, source, group, filled_output_tokens=output, joins_prompts=joined)
+        return ModelLimits(None, "unknown", group, filled_output_tokens=output, joins_prompts=joined)
     counting_model, base_model = _most_conservative(backends)
     routed = routed_groups(group, deployments, model_list)
     output_filled = max(filled) if filled else None
     if len(windows) < len(deployments):
         # One deployment with an unknown window could be the smallest: treat the group as unknown.
         return ModelLimits(None, f"unknown for {len(deployments) - len(windows)} of {len(deployments)} deployments",
-                           counting_model, base_model, len(deployments), routed, output_filled, tuple(ids))
+                           counting_model, base_model, len(deployments), routed, output_filled, tuple(ids), joined)
     window, _ = min(windows)
     source = f"router: min over {len(deployments)} deployment(s)" + "".join(f"; {note}" for note in notes[:2])
     return ModelLimits(window, source, counting_model, base_model, len(deployments), routed, output_filled,
-                       tuple(ids))
+                       tuple(ids), joined)
 
 
 def routed_groups(group: str, deployments: Sequence[Mapping[str, Any]], model_list: Any) -> tuple[str, ...]:
@@ -223,10 +251,11 @@ def _most_conservative(backends: list[tuple[str, str | None]]) -> tuple[str, str
 
 def covers(attempt: ModelLimits, first: ModelLimits) -> bool:
     """The attempt's deployment takes whatever fit the first decision: at least its window, counted alike,
-    no larger output filled in."""
+    no larger output filled in, a list of prompts joined only if the first decision joined it."""
     return (attempt.window is not None and first.window is not None and attempt.window >= first.window
             and (attempt.counting_model, attempt.base_model) == (first.counting_model, first.base_model)
-            and (attempt.filled_output_tokens or 0) <= (first.filled_output_tokens or 0))
+            and (attempt.filled_output_tokens or 0) <= (first.filled_output_tokens or 0)
+            and (first.joins_prompts or not attempt.joins_prompts))
 
 
 def with_learned_window(limits: ModelLimits, learned: LearnedWindow | None) -> ModelLimits:
@@ -257,9 +286,10 @@ def combine(group: str, parts: list[ModelLimits]) -> ModelLimits:
     deployments = sum(p.deployments for p in parts)
     unknown = [name for name, p in zip(names, parts, strict=True) if p.window is None]
     ids = tuple(dict.fromkeys(i for p in parts for i in p.deployment_ids))
+    joined = any(p.joins_prompts for p in parts)
     if unknown:
         return ModelLimits(None, f"unknown for the listed group(s) {', '.join(unknown)}", counting_model, base_model,
-                           deployments, routed, max(filled, default=None), ids)
+                           deployments, routed, max(filled, default=None), ids, joined)
     window = min(p.window for p in parts if p.window is not None)
     return ModelLimits(window, f"min over the listed groups {', '.join(names)}", counting_model, base_model,
-                       deployments, routed, max(filled, default=None), ids)
+                       deployments, routed, max(filled, default=None), ids, joined)

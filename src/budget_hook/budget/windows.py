@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,9 @@ class ModelLimits:
     filled_output_tokens: int | None = None
     #: the router's ids of the deployments the request may go to (what is learned is kept per deployment)
     deployment_ids: tuple[str, ...] = ()
+    #: a ``/completions`` list of prompts reaches a deployment of the group as the user messages of one chat call
+    #: (``router_windows.joins_prompts``): they must fit the window together
+    joins_prompts: bool = True
 
 
 @functools.lru_cache(maxsize=1)
@@ -73,6 +77,12 @@ def _lookup(model: str, key: str) -> int | None:
             if isinstance(value, int) and value > 0:
                 return value
     return None
+
+
+def model_map_entry(model: str) -> Mapping[str, Any] | None:
+    """The model map's entry for ``model`` under its first spelling that has one."""
+    table = _model_map()
+    return next((entry for name in _candidates(model) if isinstance(entry := table.get(name), dict)), None)
 
 
 def lookup_max_input_tokens(model: str) -> int | None:

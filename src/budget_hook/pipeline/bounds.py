@@ -17,7 +17,8 @@ top level or in a ``fallbacks`` entry (LiteLLM applies those to the fallback cal
 text in its messages instead, where it is counted. A router attempt's kwargs hold the operator's own too (a
 deployment's ``litellm_params``, the router's defaults): its decision (``client_body=False``) does not look for
 them, and ``added_prompt_parameter`` names one whose value is not the operator's (a client's, merged by the
-router from a fallback target or a settings override).
+router from a fallback target or a settings override). A special token's name (``bos_token``, ``eos_token``...) in
+``chat_template_kwargs`` is one too: vLLM hands the template the client's value in place of the tokenizer's.
 
 Contract: ``body_problem(body, fields, client_body=True)`` returns ``None``, or a ``MalformedRequestError``
 naming the field at fault: content in ``extra_body``, a prompt parameter (``client_body``), or the first
@@ -102,7 +103,7 @@ def body_problem(body: Mapping[str, Any], fields: Iterable[str], *,
                                      f"{hidden.removeprefix('extra_body.')} at the top level of the request")
     added = prompt_parameter(body) if client_body else None
     if added is not None:
-        return MalformedRequestError(added, PROMPT_PARAMETER_REMEDY)
+        return MalformedRequestError(added, prompt_parameter_remedy(added))
     path = too_deep(body, fields)
     if path is not None:
         return MalformedRequestError(path, f"nested more than {MAX_DEPTH} levels deep; the gateway accepts at most "
@@ -141,6 +142,32 @@ PROMPT_PARAMETER_REMEDY = ("LiteLLM adds prompt text of its own for this paramet
                            "assistant turns), or ask the gateway operator to set it on the deployment")
 
 
+#: the tokenizer's special tokens a chat template writes (``templated._SPECIAL_KEYS``): vLLM and transformers render
+#: a ``chat_template_kwargs`` entry of that name in place of the tokenizer's own (``{**special_tokens, **kwargs}``)
+TEMPLATE_SPECIALS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
+TEMPLATE_SPECIAL_REMEDY = ("a self-hosted server's chat template writes this text in place of the tokenizer's "
+                           "special token, where the gateway counts the tokenizer's own, so it cannot be budgeted; "
+                           "leave the special tokens to the tokenizer")
+
+
+def prompt_parameter_remedy(path: str) -> str:
+    """What the client can do instead of sending the prompt parameter at ``path``."""
+    return TEMPLATE_SPECIAL_REMEDY if "chat_template_kwargs." in path else PROMPT_PARAMETER_REMEDY
+
+
+def template_special(source: Mapping[str, Any]) -> tuple[str, Any] | None:
+    """A special token's name set in ``source``'s ``chat_template_kwargs`` (or ``extra_body``'s, which LiteLLM
+    merges): its path and value."""
+    extra = source.get("extra_body")
+    for prefix, holder in (("", source), ("extra_body.", extra)):
+        kwargs = holder.get("chat_template_kwargs") if isinstance(holder, Mapping) else None
+        if isinstance(kwargs, Mapping):
+            for name in TEMPLATE_SPECIALS:
+                if kwargs.get(name) is not None:
+                    return f"{prefix}chat_template_kwargs.{name}", kwargs[name]
+    return None
+
+
 def _set(value: Any) -> bool:
     """Whether LiteLLM acts on a prompt parameter's value (it reads them by truth: null, false, 0, "" are unset)."""
     return value is not None and not (isinstance(value, (bool, int, float, str, list, dict)) and not value)
@@ -159,6 +186,9 @@ def prompt_parameter(body: Mapping[str, Any]) -> str | None:
             for name in PROMPT_PARAMETERS:
                 if _set(source.get(name)):
                     return prefix + name
+            special = template_special(source)
+            if special is not None:
+                return prefix + special[0]
     return None
 
 
@@ -175,6 +205,9 @@ def added_prompt_parameter(kwargs: Mapping[str, Any], own: Callable[[], Mapping[
     (``operator_prompt_parameters``): a client's, however it got there (a fallback target in any format LiteLLM
     merges, a settings override)."""
     present = [name for name in PROMPT_PARAMETERS if _set(kwargs.get(name))]
+    special = template_special(kwargs)
+    if special is not None and template_special(own()) != special:
+        return special[0]
     if not present:
         return None
     operator = operator_prompt_parameters(kwargs, own)

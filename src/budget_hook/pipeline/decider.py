@@ -383,7 +383,8 @@ def decide_inputs(
             budget = compute_budget(window, requested_output_tokens=reserve, policy=policy.budget)
             limit, terms = budget.budget, budget.as_dict()
         result = check_inputs(request.get(name), field=name, counter=counter, limit=limit,
-                              truncate=embedding and policy.truncate_embedding_inputs)
+                              truncate=embedding and policy.truncate_embedding_inputs,
+                              joined=not embedding and limits.joins_prompts)
     except ContextBudgetError as exc:
         message = f"model group {model_group!r}: {exc}"
         return context.blocked(BlockReason("output_reserve", message, {"model_group": model_group, **exc.facts}))
@@ -397,7 +398,8 @@ def decide_inputs(
         message = (
             f"model group {model_group!r} (counted as {counter.model}, {counter.method}): "
             f"{result.describe_over()}{reserve_terms}. This model's maximum context length is {window} tokens. "
-            f"Split each {what} into smaller pieces"
+            + (f"Send the {what}s in separate requests, or fewer at a time" if result.joined is not None
+               and result.over[0].index is None else f"Split each {what} into smaller pieces")
             + ("" if embedding else " or lower max_tokens") + "; nothing was truncated."
         )
         facts = {"model_group": model_group, **terms, "field": name,

@@ -85,18 +85,37 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
     return None if decision.request is kwargs else dict(decision.request)
 
 
-def unchanged(sent: Any, decided: Any) -> bool:
-    """The attempt carries what the first decision counted for this field: the same object, or (the router
-    rebuilds ``tools`` as a new list of the same items on every attempt: ``Router._merge_tools_from_deployment``)
-    a list of the very same items, in the same order. A deployment's own ``litellm_params.tools`` merged in
-    makes the list longer, a translated body holds new objects: either is decided again. Identity, never
-    equality: the items are the ones decided on, so the count cannot differ, and the check costs one pass of
-    pointer comparisons."""
-    if sent is decided:
-        return True
-    if type(sent) is not list or type(decided) is not list or len(sent) != len(decided):
-        return False
-    return all(a is b for a, b in zip(sent, decided, strict=True))
+def content_nodes(value: Any) -> tuple[Any, ...]:
+    """Every object inside a content field, in walk order (dict keys with their values), held by reference: what
+    the decision counted. LiteLLM's guardrails edit the request in place after the pre-call hook (a masking
+    content filter writes ``[KEYWORD_REDACTED]`` over each blocked word: 3,000 tokens became 24,000 in the very
+    same list and dicts), so the attempt compares these, not only the containers. A list at the top is not
+    itself compared (the router rebuilds ``tools`` as a new list of the same items on every attempt:
+    ``Router._merge_tools_from_deployment``), its length and items are."""
+    nodes: list[Any] = []
+    stack = list(reversed(value)) if type(value) is list else [value]
+    if type(value) is list:
+        nodes.append(len(value))
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        if type(node) is dict:
+            for key, child in reversed(node.items()):
+                stack += (child, key)
+        elif type(node) is list:
+            nodes.append(len(node))
+            stack.extend(reversed(node))
+    return tuple(nodes)
+
+
+def unchanged(sent: Any, decided: tuple[Any, ...]) -> bool:
+    """The attempt carries what the first decision counted for this field (``content_nodes``): the very same
+    objects in the same places. A deployment's own ``litellm_params.tools`` merged in makes the list longer, a
+    guardrail's edit or a translated body holds new objects: either is decided again. Identity, never
+    equality: the objects are the ones decided on, so the count cannot differ, and the check costs one walk of
+    pointer comparisons (a string replaced in place is a new object: strings are immutable)."""
+    nodes = content_nodes(sent)
+    return len(nodes) == len(decided) and all(a is b for a, b in zip(nodes, decided, strict=True))
 
 
 def attempt_limits(plugin: Any, kwargs: Mapping[str, Any]) -> tuple[str, ModelLimits] | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..pipeline import Decision
-from ..pipeline.bounds import PROMPT_PARAMETER_REMEDY
+from ..pipeline.bounds import prompt_parameter_remedy
 from ..pipeline.record import block_param
 from ..shapes import Shape
 
@@ -53,7 +53,7 @@ def internal_error(call_id: Any) -> ErrorSpec:
 
 def prompt_parameter_error(path: str) -> ErrorSpec:
     """An attempt carrying a LiteLLM prompt parameter its deployment does not set (``bounds.PROMPT_PARAMETERS``)."""
-    return ErrorSpec(400, f"invalid request: {path}: {PROMPT_PARAMETER_REMEDY}", "invalid_request_error",
+    return ErrorSpec(400, f"invalid request: {path}: {prompt_parameter_remedy(path)}", "invalid_request_error",
                      "invalid_request", param=path)
 
 

@@ -49,7 +49,7 @@ from ..policy import PluginSettings, load_settings
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, Shape
 from .answers import error_object, streamed_answer
 from .app_hooks import expose, wrap_error_handler, wrap_routes
-from .attempts import recheck
+from .attempts import content_nodes, recheck
 from .chains import ChainStore, annotated, chained
 from .client_input import SETTINGS_NAME, caller_of, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, unread_route_error
@@ -283,7 +283,7 @@ class BudgetHookPlugin(CustomLogger):
             spec = block_error(decision, shape)
             raise BudgetHookHTTPError(spec, headers=record.headers(), shape=shape,
                                       streamed=streamed_answer(shape, data, call_type, spec))
-        content = {f: forwarded.get(f) for f in shape.content_fields}
+        content = {f: content_nodes(forwarded.get(f)) for f in shape.content_fields}
         # whether the request quotes overflow wording is asked only if a provider's error comes
         # (``outcomes.quoted``): of the request as it is now, two levels deep (LiteLLM may pop a field it
         # forwards from the body afterwards)

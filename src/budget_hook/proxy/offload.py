@@ -57,12 +57,24 @@ OTHER_ITEM_WEIGHT = 10
 OTHER_CHARS_PER_CHAR = 16
 #: fields LiteLLM adds that copy the request itself (``proxy_server_request.body``): weighed once, as content
 LITELLM_COPIES = frozenset({"proxy_server_request"})
+#: what a configured chat template reads besides messages and tools (``counting.template_input``), in the body
+#: or in ``extra_body``: rendering a character of it costs ~1 µs, ~20x counting prose (1.5 MB of
+#: ``chat_template_kwargs`` held the event loop 1.6 s before they were weighed), so each counts this many
+TEMPLATE_VALUES = ("chat_template_kwargs", "documents")
+TEMPLATE_WEIGHT = 32
 
 
 def approximate_size(data: Mapping[str, Any], limit: int, fields: tuple[str, ...] = CONTENT_FIELDS) -> int:
     """What deciding the request costs, in characters of text, up to ``limit``: one walk over every string,
     list and object in the content fields (weighted as above), stopping as soon as the request is known to
-    be large. The walk itself is bounded by ``limit``: it never lists more items than could fit in it."""
+    be large. The walk itself is bounded by ``limit``: it never lists more items than could fit in it. The values
+    a chat template reads (``TEMPLATE_VALUES``) weigh ``TEMPLATE_WEIGHT`` times as much."""
+    extra = data.get("extra_body")
+    template = [value for source in (data, extra if isinstance(extra, Mapping) else {})
+                for value in (source.get(key) for key in TEMPLATE_VALUES) if value is not None]
+    if template and fields is CONTENT_FIELDS:
+        size = TEMPLATE_WEIGHT * approximate_size({"template": template}, limit // TEMPLATE_WEIGHT + 1, ("template",))
+        return size if size >= limit else size + approximate_size(data, limit - size)
     stack = [value for value in (data.get(key) for key in fields) if value is not None]
     total = -ITEM_WEIGHT * len(stack)  # the fields themselves are not items
     while stack:

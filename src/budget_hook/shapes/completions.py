@@ -1,7 +1,9 @@
 """The ``/completions`` shape: a prompt, or a batch of prompts, each its own request to the model.
 
 Each prompt must fit window - output reserve - margin, like a chat request. A prompt over it is blocked,
-naming which prompt and by how much; nothing is truncated.
+naming which prompt and by how much; nothing is truncated. A list of prompts is a batch only at the
+text-completion endpoints: LiteLLM sends it to any other provider as the user messages of one chat call, so
+for a group with such a deployment (``ModelLimits.joins_prompts``) the prompts must fit together too.
 """
 
 from __future__ import annotations

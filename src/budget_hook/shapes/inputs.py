@@ -1,12 +1,14 @@
 """Budget for requests without a conversation, shared by the per-input shapes: ``/completions`` prompts
 and ``/embeddings`` inputs.
 
-Contract: ``check_inputs(values, field=..., counter=..., limit=..., truncate=False)`` counts every
-input separately (a list of prompts is a batch: each is its own request to the model; an embedding
+Contract: ``check_inputs(values, field=..., counter=..., limit=..., truncate=False, joined=False)`` counts
+every input separately (a list of prompts is a batch: each is its own request to the model; an embedding
 model limits each input) and returns an ``InputsResult``: the per-input token counts, the inputs over
-``limit`` with how far over, and the value to forward. Nothing is shortened unless ``truncate`` is set
-explicitly (then over-limit inputs are cut to the limit and reported): a silently truncated embedding
-is a wrong embedding nobody notices.
+``limit`` with how far over, and the value to forward. ``joined``: the deployment gets a list of string
+prompts as the user messages of one chat call (LiteLLM's ``text_completion`` for any provider but the
+text-completion endpoints), so they must also fit ``limit`` together, with each message's framing. Nothing is
+shortened unless ``truncate`` is set explicitly (then over-limit inputs are cut to the limit and reported): a
+silently truncated embedding is a wrong embedding nobody notices.
 
 Accepted shapes, as the OpenAI API: a string, a list of strings, a list of token ids, a list of
 lists of token ids. Token ids count as themselves (one token each). Anything else raises
@@ -38,12 +40,18 @@ class InputsResult:
     over: tuple[OverLimit, ...]
     value: Any  # what to forward: the original object unless truncated
     truncated: tuple[int, ...] = ()
+    #: the prompts as one chat call (``joined``): their tokens with each message's framing, else None
+    joined: int | None = None
 
     @property
     def total(self) -> int:
-        return sum(self.tokens)
+        return sum(self.tokens) if self.joined is None else self.joined
 
     def describe_over(self) -> str:
+        if self.joined is not None and self.over and self.over[0].index is None:
+            return (f"the {len(self.tokens)} {self.field}s reach this deployment as the user messages of one chat "
+                    f"call (LiteLLM joins a list of prompts for a chat model): {self.joined} tokens together, "
+                    f"{self.joined - self.limit} over the limit of {self.limit}")
         parts = []
         for item in self.over[:5]:
             where = self.field if item.index is None else f"{self.field}[{item.index}]"
@@ -110,10 +118,16 @@ def count_inputs(value: Any, *, field: str, counter: TokenCounter) -> list[int]:
     return [_count(item, counter) for item in items]
 
 
-def check_inputs(value: Any, *, field: str, counter: TokenCounter, limit: int, truncate: bool = False) -> InputsResult:
+def check_inputs(value: Any, *, field: str, counter: TokenCounter, limit: int, truncate: bool = False,
+                 joined: bool = False) -> InputsResult:
     items, single = _split(value, field)
     tokens = [_count(item, counter) for item in items]
     over = tuple(OverLimit(None if single else i, t, t - limit) for i, t in enumerate(tokens) if t > limit)
+    if joined and len(items) > 1 and all(isinstance(item, str) for item in items):
+        profile = counter.profile
+        together = sum(tokens) + len(tokens) * profile.tokens_per_message + profile.reply_priming
+        return InputsResult(field, limit, tuple(tokens), over or (
+            (OverLimit(None, together, together - limit),) if together > limit else ()), value, joined=together)
     if not over or not truncate:
         return InputsResult(field, limit, tuple(tokens), over, value)
     cut = [_truncate(item, counter, limit, t) if t > limit else (item, t)
