@@ -46,6 +46,7 @@ def test_anything_else_in_the_attempt_is_decided_again():
     assert not unchanged(None, decided) and not unchanged(tools, content_nodes(None))
     assert not unchanged([], decided)
     assert unchanged(None, content_nodes(None))
+    assert not unchanged(tools, None)  # the decision had no such field: an attempt in another format
 
 
 def test_a_long_history_passing_through_is_the_decided_one():

@@ -301,6 +301,14 @@ def test_content_in_extra_body_is_a_400_naming_it(call_type, body, field):
      "extra_body.chat_template_kwargs.eos_token"),
     ("acompletion", chat(USER, fallbacks=[{"model": "g2", "chat_template_kwargs": {"pad_token": "x"}}]),
      "fallbacks[0].chat_template_kwargs.pad_token"),
+    # and what the server renders from the request's own fields (a review: Qwen3's template with the client's
+    # chat_template_kwargs.tools, 51 tokens counted, 6,691 rendered in a 4k window)
+    ("acompletion", chat(USER, chat_template_kwargs={"tools": [{"type": "function", "function": {"name": "f" * 900}}]}),
+     "chat_template_kwargs.tools"),
+    ("acompletion", chat(USER, chat_template_kwargs={"documents": [{"text": "word " * 6000}]}),
+     "chat_template_kwargs.documents"),
+    ("acompletion", chat(USER, extra_body={"chat_template_kwargs": {"add_generation_prompt": False}}),
+     "extra_body.chat_template_kwargs.add_generation_prompt"),
 ])
 def test_a_litellm_prompt_parameter_from_the_client_is_a_400_naming_it(call_type, body, field):
     """LiteLLM writes prompt text for these after both hooks: 6,000 tokens reached a 4k window (an attack
@@ -331,8 +339,9 @@ def test_an_output_allowance_in_extra_body_or_as_a_float_is_reserved():
     assert outcome == "rejected" and error.param == "max_tokens"
 
 
-def test_the_special_tokens_refused_in_chat_template_kwargs_are_the_ones_templates_are_given():
-    from budget_hook.counting import templated
-    from budget_hook.pipeline.bounds import TEMPLATE_SPECIALS
+def test_the_names_refused_in_chat_template_kwargs_are_all_the_counter_sets_itself():
+    from budget_hook.counting import template_input, templated
+    from budget_hook.pipeline.bounds import TEMPLATE_OVERRIDES, TEMPLATE_SPECIALS
 
     assert TEMPLATE_SPECIALS == templated._SPECIAL_KEYS
+    assert set(TEMPLATE_OVERRIDES) == {*templated._SPECIAL_KEYS, *template_input._RESERVED}

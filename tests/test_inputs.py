@@ -89,7 +89,9 @@ def test_prompts_a_chat_deployment_gets_as_one_call_must_fit_together():
     ("gpt-4o", {}, True),
     ("ollama/llama3", {}, True),
     ("azure/gpt-4o", {}, True),
+    ("openai/o3-pro", {}, True),  # a Responses-only model: LiteLLM bridges the prompts as input items of one call
     ("openai/my-finetune", {}, False),  # an OpenAI-compatible server's model: the text-completion endpoint
+    ("openai/deepseek-chat", {}, False),  # in the map, but not under the openai provider
     ("gpt-3.5-turbo-instruct", {}, False),
     ("hosted_vllm/llama", {}, False),
     ("together_ai/x", {}, False),
@@ -100,6 +102,20 @@ def test_which_deployments_join_a_list_of_prompts(backend, params, joins):
     from budget_hook.budget.router_windows import joins_prompts
 
     assert joins_prompts(backend, params) is joins
+
+
+def test_an_openai_model_is_one_call_exactly_when_litellm_takes_it_for_a_chat_model():
+    """``litellm.text_completion`` keeps an ``openai/`` model on chat (one call) when it is in
+    ``open_ai_chat_completion_models`` (every model-map name under the openai provider, any mode), else sends the
+    prompts to the text-completion endpoint as a batch: the same answer for every name of the model map."""
+    import litellm
+
+    from budget_hook.budget.router_windows import joins_prompts
+    from budget_hook.budget.windows import _model_map
+
+    names = {name for name in _model_map() if "/" not in name} | set(litellm.open_ai_chat_completion_models)
+    wrong = [n for n in names if joins_prompts(f"openai/{n}", {}) != (n in litellm.open_ai_chat_completion_models)]
+    assert wrong == []
 
 
 def test_the_batching_providers_are_litellms():

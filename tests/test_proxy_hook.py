@@ -611,6 +611,28 @@ def attempt_kwargs(body, group, deployment_id="dep-1"):
                          "deployment_model_name": group}}
 
 
+@pytest.mark.parametrize(("call_type", "translated"), [
+    ("acompletion", {"messages": [{"role": "user", "content": "word " * 8000}]}),
+    ("aresponses", {"input": [{"role": "user", "content": "word " * 8000}]}),
+])
+def test_an_attempt_in_another_format_than_the_first_decision_is_decided_again(call_type, translated):
+    """A review: ``/v1/messages`` reaches an OpenAI deployment as a chat or Responses call (and Gemini's
+    generateContent as an inner completion); the decision kept no content for the attempt's fields, and the
+    comparison raised (a 503 under ``fail_mode: closed``, an unchecked attempt under ``open``). Decided again: an
+    8,000-token attempt on a 4k fallback is refused with the window's error."""
+    plugin = claude_plugin(200_000, fail_mode="closed")
+    plugin.deployment_windows.lookup = lambda key: ModelLimits(4000, "test", "gpt-4o")
+    body = {"model": "claude", "max_tokens": 50, "messages": [{"role": "user", "content": "word " * 8000}]}
+    out = run_hook(plugin, body, call_type="anthropic_messages")
+    out = out if isinstance(out, dict) else body
+    attempt = {**translated, "max_tokens": 50, "litellm_call_id": body["litellm_call_id"], "model": "openai/small",
+               "metadata": {**out.get("litellm_metadata", {}), "model_info": {"id": "dep-small"},
+                            "deployment_model_name": "small"}, "litellm_metadata": out.get("litellm_metadata")}
+    with pytest.raises(Exception) as caught:
+        asyncio.run(plugin.async_pre_call_deployment_hook(attempt, call_type))
+    assert "budget_hook blocked this request" in str(caught.value) and "internal" not in str(caught.value)
+
+
 def test_an_attempt_on_the_deployment_the_first_decision_assumed_reuses_it():
     plugin = make_plugin(4000)
     plugin.deployment_windows.lookup = lambda key: ModelLimits(4000, "test", "gpt-4o")
@@ -667,7 +689,8 @@ def test_a_prompt_parameter_reaching_an_attempt_is_refused_unless_its_deployment
 
     router = type("Router", (), {"default_litellm_params": {"roles": {"user": {"pre_message": "u"}}}, "model_list": [
         {"model_name": "g", "model_info": {"id": "dep-op"}, "litellm_params": {
-            "model": "openai/x", "ensure_alternating_roles": True, "litellm_system_prompt": "Be brief."}}]})()
+            "model": "openai/x", "ensure_alternating_roles": True, "litellm_system_prompt": "Be brief.",
+            "chat_template_kwargs": {"bos_token": "<s>"}}}]})()
     monkeypatch.setattr(hook, "_router", lambda: router)
     plugin = make_plugin(4000)
     out = run_hook(plugin, {"model": "g", "messages": [{"role": "user", "content": "hi"}]})
@@ -681,7 +704,12 @@ def test_a_prompt_parameter_reaching_an_attempt_is_refused_unless_its_deployment
     assert caught.value.status_code == 400 and caught.value.param == "chat_template_kwargs.bos_token"
     assert "special token" in caught.value.message
     operator = {**attempt_kwargs(out, "g", "dep-op"), "ensure_alternating_roles": True, "litellm_system_prompt": "Be brief.",
-                "roles": {"user": {"pre_message": "u"}}}  # the router's default_litellm_params are the operator's too
+                "roles": {"user": {"pre_message": "u"}},  # the router's default_litellm_params are the operator's too
+                "chat_template_kwargs": {"bos_token": "<s>"}}
+    with pytest.raises(BudgetHookHTTPError) as caught:  # each special token compared, not the first one found
+        asyncio.run(plugin.async_pre_call_deployment_hook(
+            {**operator, "chat_template_kwargs": {"bos_token": "<s>", "eos_token": "word " * 6000}}, "acompletion"))
+    assert caught.value.param == "chat_template_kwargs.eos_token"
     assert asyncio.run(plugin.async_pre_call_deployment_hook(operator, "acompletion")) is None
     # an attempt no pre-call decision covers (decided with the router's kwargs): the operator's pass, a client's not
     undecided = {**operator, "litellm_call_id": "never-decided", "metadata": {**operator["metadata"], "model_group": "g"}}

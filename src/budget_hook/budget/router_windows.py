@@ -49,16 +49,18 @@ BATCHED_PROMPT_PROVIDERS = frozenset({
 
 def joins_prompts(backend: str, params: Mapping[str, Any]) -> bool:
     """Whether a deployment (its ``litellm_params.model`` and params) gets a list of prompts as one chat call. An
-    ``openai/`` model LiteLLM knows as a chat model is a chat call; any other ``openai/`` name goes to the
-    text-completion endpoint (an OpenAI-compatible server's own model). A name with no provider is the model
-    map's provider's."""
+    ``openai/`` model the model map lists under the ``openai`` provider, in any mode (LiteLLM's
+    ``open_ai_chat_completion_models``: chat, and the Responses-only models it bridges to ``/v1/responses`` with
+    the prompts as input items) is one call; any other ``openai/`` name goes to the text-completion endpoint (an
+    OpenAI-compatible server's own model, a fine-tune). A name with no provider is the model map's provider's."""
     provider, _, name = backend.partition("/") if "/" in backend else ("", "", backend)
     provider = str(params.get("custom_llm_provider") or provider)
-    entry = model_map_entry(name if provider else backend)
+    entry = model_map_entry(name if provider else backend, exact=True)
+    listed = str(entry.get("litellm_provider") or "") if entry else ""
     if not provider:
-        provider = str(entry.get("litellm_provider") or "") if entry else ""
+        provider = listed
     if provider == "openai":
-        return entry is not None and entry.get("mode") == "chat"
+        return listed == "openai" and not name.startswith("ft:")
     return provider not in BATCHED_PROMPT_PROVIDERS
 
 

@@ -79,10 +79,11 @@ def _lookup(model: str, key: str) -> int | None:
     return None
 
 
-def model_map_entry(model: str) -> Mapping[str, Any] | None:
-    """The model map's entry for ``model`` under its first spelling that has one."""
+def model_map_entry(model: str, *, exact: bool = False) -> Mapping[str, Any] | None:
+    """The model map's entry for ``model`` under its first spelling that has one (``exact``: that name only)."""
     table = _model_map()
-    return next((entry for name in _candidates(model) if isinstance(entry := table.get(name), dict)), None)
+    names = [model] if exact else _candidates(model)
+    return next((entry for name in names if isinstance(entry := table.get(name), dict)), None)
 
 
 def lookup_max_input_tokens(model: str) -> int | None:

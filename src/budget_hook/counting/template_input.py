@@ -36,8 +36,8 @@ def template_extras(request: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
     ``documents``, ``continue_final_message``, ``add_generation_prompt``), from the body or from
     ``extra_body`` (which LiteLLM merges last): the template's extra variables and whether it adds the reply
     opener. ``chat_template_kwargs`` never replaces what the counter passes itself (messages, tools,
-    documents, the special tokens: a client's special token is refused before any count,
-    ``pipeline.bounds.template_special``); a ``chat_template`` of the client's is ``shapes.references``' business."""
+    documents, the special tokens: a client's value for any of them is refused before any count,
+    ``pipeline.bounds.template_overrides``); a ``chat_template`` of the client's is ``shapes.references``' business."""
     values: dict[str, Any] = {}
     extra = request.get("extra_body")
     for source in (request, extra if isinstance(extra, Mapping) else {}):

@@ -17,8 +17,9 @@ top level or in a ``fallbacks`` entry (LiteLLM applies those to the fallback cal
 text in its messages instead, where it is counted. A router attempt's kwargs hold the operator's own too (a
 deployment's ``litellm_params``, the router's defaults): its decision (``client_body=False``) does not look for
 them, and ``added_prompt_parameter`` names one whose value is not the operator's (a client's, merged by the
-router from a fallback target or a settings override). A special token's name (``bos_token``, ``eos_token``...) in
-``chat_template_kwargs`` is one too: vLLM hands the template the client's value in place of the tokenizer's.
+router from a fallback target or a settings override). A special token's name (``bos_token``, ``eos_token``...) or
+``tools``, ``documents``, ``messages``... in ``chat_template_kwargs`` is one too: vLLM hands the template the
+client's value in place of its own (``TEMPLATE_OVERRIDES``).
 
 Contract: ``body_problem(body, fields, client_body=True)`` returns ``None``, or a ``MalformedRequestError``
 naming the field at fault: content in ``extra_body``, a prompt parameter (``client_body``), or the first
@@ -142,30 +143,37 @@ PROMPT_PARAMETER_REMEDY = ("LiteLLM adds prompt text of its own for this paramet
                            "assistant turns), or ask the gateway operator to set it on the deployment")
 
 
-#: the tokenizer's special tokens a chat template writes (``templated._SPECIAL_KEYS``): vLLM and transformers render
-#: a ``chat_template_kwargs`` entry of that name in place of the tokenizer's own (``{**special_tokens, **kwargs}``)
+#: the tokenizer's special tokens a chat template writes (``templated._SPECIAL_KEYS``)
 TEMPLATE_SPECIALS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
-TEMPLATE_SPECIAL_REMEDY = ("a self-hosted server's chat template writes this text in place of the tokenizer's "
-                           "special token, where the gateway counts the tokenizer's own, so it cannot be budgeted; "
-                           "leave the special tokens to the tokenizer")
+#: ``chat_template_kwargs`` names a server hands its chat template over its own values (vLLM:
+#: ``_chat_template_kwargs.update(request.chat_template_kwargs)``; transformers: ``{**special_tokens, **kwargs}``):
+#: the special tokens, and what the server passes itself from the request, which the gateway counts from the
+#: request's own fields (``counting.template_input._RESERVED``)
+TEMPLATE_OVERRIDES = (*TEMPLATE_SPECIALS, "messages", "tools", "documents", "add_generation_prompt",
+                      "continue_final_message")
+TEMPLATE_OVERRIDE_REMEDY = ("a self-hosted server's chat template takes this value in place of its own (the "
+                            "tokenizer's special token, or what it renders from the request's messages, tools and "
+                            "documents), where the gateway counts its own, so it cannot be budgeted; send messages, "
+                            "tools and documents as the request's own fields and leave special tokens to the "
+                            "tokenizer")
 
 
 def prompt_parameter_remedy(path: str) -> str:
     """What the client can do instead of sending the prompt parameter at ``path``."""
-    return TEMPLATE_SPECIAL_REMEDY if "chat_template_kwargs." in path else PROMPT_PARAMETER_REMEDY
+    return TEMPLATE_OVERRIDE_REMEDY if "chat_template_kwargs." in path else PROMPT_PARAMETER_REMEDY
 
 
-def template_special(source: Mapping[str, Any]) -> tuple[str, Any] | None:
-    """A special token's name set in ``source``'s ``chat_template_kwargs`` (or ``extra_body``'s, which LiteLLM
-    merges): its path and value."""
+def template_overrides(source: Mapping[str, Any]) -> dict[str, Any]:
+    """Each of ``TEMPLATE_OVERRIDES`` set in ``source``'s ``chat_template_kwargs`` (or ``extra_body``'s, which
+    LiteLLM merges), by path, with its value."""
+    found: dict[str, Any] = {}
     extra = source.get("extra_body")
     for prefix, holder in (("", source), ("extra_body.", extra)):
         kwargs = holder.get("chat_template_kwargs") if isinstance(holder, Mapping) else None
         if isinstance(kwargs, Mapping):
-            for name in TEMPLATE_SPECIALS:
-                if kwargs.get(name) is not None:
-                    return f"{prefix}chat_template_kwargs.{name}", kwargs[name]
-    return None
+            found.update({f"{prefix}chat_template_kwargs.{name}": kwargs[name] for name in TEMPLATE_OVERRIDES
+                          if kwargs.get(name) is not None})
+    return found
 
 
 def _set(value: Any) -> bool:
@@ -186,16 +194,16 @@ def prompt_parameter(body: Mapping[str, Any]) -> str | None:
             for name in PROMPT_PARAMETERS:
                 if _set(source.get(name)):
                     return prefix + name
-            special = template_special(source)
-            if special is not None:
-                return prefix + special[0]
+            overrides = template_overrides(source)
+            if overrides:
+                return prefix + next(iter(overrides))
     return None
 
 
 def operator_prompt_parameters(kwargs: Mapping[str, Any], own: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
-    """The ``PROMPT_PARAMETERS`` a router attempt carries with the value its deployment's own parameters set
-    (``own``, asked only when one is there): the operator's, not a client's."""
-    present = [name for name in PROMPT_PARAMETERS if name in kwargs]
+    """The ``PROMPT_PARAMETERS`` (and ``chat_template_kwargs``) a router attempt carries with the value its
+    deployment's own parameters set (``own``, asked only when one is there): the operator's, not a client's."""
+    present = [name for name in (*PROMPT_PARAMETERS, "chat_template_kwargs") if name in kwargs]
     configured = own() if present else {}
     return {name: kwargs[name] for name in present if name in configured and configured[name] == kwargs[name]}
 
@@ -205,9 +213,13 @@ def added_prompt_parameter(kwargs: Mapping[str, Any], own: Callable[[], Mapping[
     (``operator_prompt_parameters``): a client's, however it got there (a fallback target in any format LiteLLM
     merges, a settings override)."""
     present = [name for name in PROMPT_PARAMETERS if _set(kwargs.get(name))]
-    special = template_special(kwargs)
-    if special is not None and template_special(own()) != special:
-        return special[0]
+    overrides = template_overrides(kwargs)
+    if overrides:  # each one, as the operator set it on the deployment or not at all
+        operator = template_overrides(own())
+        changed = next((path for path, value in overrides.items() if path not in operator or operator[path] != value),
+                       None)
+        if changed is not None:
+            return changed
     if not present:
         return None
     operator = operator_prompt_parameters(kwargs, own)

@@ -21,10 +21,10 @@ from __future__ import annotations
 import dataclasses
 import gc
 import operator
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
-from itertools import chain
-from typing import Any
+from itertools import chain, compress
+from typing import Any, cast
 
 from ..budget import ModelLimits
 from ..pipeline import Decision, decide, decision_weight
@@ -66,8 +66,12 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
         # no router metadata on the call (LiteLLM's generateContent adapter makes its inner completion without
         # it): a deployment of the group first decided for, under that decision's limits
         group, limits = attempt_limits(plugin, kwargs) or (decided.request.model_group, decided.limits)
-        same_content = all(unchanged(kwargs.get(f), decided.content.get(f)) for f in shape.content_fields)
-        if same_content and covers(limits, decided.limits):
+        def same_content() -> bool:
+            return all(unchanged(kwargs.get(f), decided.content.get(f)) for f in shape.content_fields)
+        # a large content (a million token ids, 300,000 parts) is compared in the pool, as it was decided there
+        large = sum(len(nodes[0]) for nodes in decided.content.values()) > INLINE_NODES
+        same = await plugin.offloader.run(same_content, kwargs, pool=True) if large else same_content()
+        if same and covers(limits, decided.limits):
             return None  # nothing differs: the first decision holds for this deployment
         # in the attempt's own format: LiteLLM may have translated the body on the way (a /v1/messages call to
         # an OpenAI deployment reaches it as a Responses call)
@@ -88,34 +92,66 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
     return None if decision.request is kwargs else dict(decision.request)
 
 
-def content_nodes(value: Any) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+#: an attempt whose decided content holds more objects than this is compared in the pool (~1 ms of walk)
+INLINE_NODES = 20_000
+#: objects walked or compared per C call (~0.2 ms): the pool thread holds the GIL no longer than that at a time
+CHUNK = 4096
+_CONTAINER = frozenset({dict, list}).__contains__
+_DICT = frozenset({dict}).__contains__
+Nodes = tuple[tuple[Any, ...], tuple[int, ...]]
+
+
+def content_nodes(value: Any, limit: int | None = None) -> Nodes | None:
     """Every object inside a content field, level by level (a dict's keys and values, a list's items), held by
     reference, and the size of every dict and list: what the decision counted. LiteLLM's guardrails edit the
     request in place after the pre-call hook (a masking content filter writes ``[KEYWORD_REDACTED]`` over each
     blocked word: 3,000 tokens became 24,000 in the very same list and dicts), so the attempt compares these,
     not only the containers. A list at the top is not itself compared (the router rebuilds ``tools`` as a new
     list of the same items on every attempt: ``Router._merge_tools_from_deployment``), its items are. The walk
-    is ``gc.get_referents`` (C), a level at a time: ~0.3 ms for a 226k-token history of 1,051 messages."""
+    is C (``gc.get_referents``, ``map``, ``compress``), ``CHUNK`` objects a call so that a walk in the pool
+    lets the event loop run between calls: ~0.3 ms for a 226k-token history of 1,051 messages. None once it
+    holds more than ``limit`` objects."""
     level = value if type(value) is list else [value]
-    nodes, sizes = list(level), [len(level)]
-    while True:
-        containers = [node for node in level if type(node) is dict or type(node) is list]
-        if not containers:
-            return tuple(nodes), tuple(sizes)
-        sizes += map(len, containers)
-        nodes += chain.from_iterable(node for node in containers if type(node) is dict)  # the keys
-        level = gc.get_referents(*containers)  # a dict's values (and keys that are not strings), a list's items
-        nodes += level
+    nodes: list[Any] = []
+    sizes = [len(level)]
+    for start in range(0, len(level), CHUNK):
+        nodes += level[start:start + CHUNK]
+    while level:
+        below: list[Any] = []
+        for start in range(0, len(level), CHUNK):
+            piece = level[start:start + CHUNK]
+            containers = list(compress(piece, map(_CONTAINER, map(type, piece))))
+            if containers:
+                sizes += map(len, containers)
+                nodes += chain.from_iterable(compress(containers, map(_DICT, map(type, containers))))  # keys
+                refs = gc.get_referents(*containers)  # a dict's values (and keys that are not str), a list's items
+                nodes += refs
+                below += refs
+            if limit is not None and len(nodes) > limit:
+                return None
+        level = below
+    return tuple(nodes), tuple(sizes)
 
 
-def unchanged(sent: Any, decided: tuple[tuple[Any, ...], tuple[int, ...]]) -> bool:
-    """The attempt carries what the first decision counted for this field (``content_nodes``): the very same
-    objects in the same places. A deployment's own ``litellm_params.tools`` merged in makes the list longer, a
-    guardrail's edit or a translated body holds new objects: either is decided again. Identity, never
-    equality: the objects are the ones decided on, so the count cannot differ, and the check costs one walk of
-    pointer comparisons (a string replaced in place is a new object: strings are immutable)."""
-    nodes, sizes = content_nodes(sent)
-    return sizes == decided[1] and len(nodes) == len(decided[0]) and all(map(operator.is_, nodes, decided[0]))
+def content_snapshot(fields: Iterable[str], request: Mapping[str, Any]) -> dict[str, Nodes]:
+    """``content_nodes`` of each content field of the request a decision forwards."""
+    return {field: cast(Nodes, content_nodes(request.get(field))) for field in fields}
+
+
+def unchanged(sent: Any, decided: Nodes | None) -> bool:
+    """The attempt carries what the first decision counted for this field (``content_nodes``; None: the decision
+    had no such field, the attempt is in another format): the very same objects in the same places. A
+    deployment's own ``litellm_params.tools`` merged in makes the list longer, a guardrail's edit or a translated
+    body holds new objects: either is decided again. Identity, never equality: the objects are the ones decided
+    on, so the count cannot differ, and the check costs one walk of pointer comparisons (a string replaced in
+    place is a new object: strings are immutable), never longer than the decided one."""
+    if decided is None:
+        return False
+    walked = content_nodes(sent, len(decided[0]))
+    if walked is None or walked[1] != decided[1] or len(walked[0]) != len(decided[0]):
+        return False
+    nodes, held = walked[0], decided[0]
+    return all(all(map(operator.is_, nodes[i:i + CHUNK], held[i:i + CHUNK])) for i in range(0, len(nodes), CHUNK))
 
 
 def attempt_limits(plugin: Any, kwargs: Mapping[str, Any]) -> tuple[str, ModelLimits] | None:

@@ -49,7 +49,7 @@ from ..policy import PluginSettings, load_settings
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, Shape
 from .answers import error_object, streamed_answer
 from .app_hooks import expose, wrap_error_handler, wrap_routes
-from .attempts import content_nodes, recheck
+from .attempts import content_snapshot, recheck
 from .chains import ChainStore, annotated, chained
 from .client_input import SETTINGS_NAME, caller_of, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, unread_route_error
@@ -257,8 +257,12 @@ class BudgetHookPlugin(CustomLogger):
             request = labelled(_router(), BudgetRequest(shape=shape, body=data, model_group=group, limits=limits,
                                caller=caller, client=read_client_input(data, key), calibration=calibration))
             budget_request = request
-            decision = await self.offloader.run(lambda: decide(budget_request, self.settings), data,
-                                                weight=decision_weight(limits))
+
+            def decide_and_snapshot() -> tuple[Decision, dict[str, Any]]:  # the content it forwards, for attempts
+                made = decide(budget_request, self.settings)
+                return made, content_snapshot(shape.content_fields, made.request)
+            made, content = await self.offloader.run(decide_and_snapshot, data, weight=decision_weight(limits))
+            decision, snapped = made, made.request
             if decision.wants_provider_count:
                 decision = await self._with_provider_count(request, decision)
             if decision.action == "skipped":
@@ -283,7 +287,8 @@ class BudgetHookPlugin(CustomLogger):
             spec = block_error(decision, shape)
             raise BudgetHookHTTPError(spec, headers=record.headers(), shape=shape,
                                       streamed=streamed_answer(shape, data, call_type, spec))
-        content = {f: content_nodes(forwarded.get(f)) for f in shape.content_fields}
+        if decision.request is not snapped:  # a provider's count or a Responses chain decided it again
+            content = content_snapshot(shape.content_fields, decision.request)
         # whether the request quotes overflow wording is asked only if a provider's error comes
         # (``outcomes.quoted``): of the request as it is now, two levels deep (LiteLLM may pop a field it
         # forwards from the body afterwards)
