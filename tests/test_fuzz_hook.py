@@ -305,10 +305,8 @@ def test_content_in_extra_body_is_a_400_naming_it(call_type, body, field):
     # chat_template_kwargs.tools, 51 tokens counted, 6,691 rendered in a 4k window)
     ("acompletion", chat(USER, chat_template_kwargs={"tools": [{"type": "function", "function": {"name": "f" * 900}}]}),
      "chat_template_kwargs.tools"),
-    ("acompletion", chat(USER, chat_template_kwargs={"documents": [{"text": "word " * 6000}]}),
-     "chat_template_kwargs.documents"),
-    ("acompletion", chat(USER, extra_body={"chat_template_kwargs": {"add_generation_prompt": False}}),
-     "extra_body.chat_template_kwargs.add_generation_prompt"),
+    ("acompletion", chat(USER, extra_body={"chat_template_kwargs": {"messages": [USER]}}),
+     "extra_body.chat_template_kwargs.messages"),
 ])
 def test_a_litellm_prompt_parameter_from_the_client_is_a_400_naming_it(call_type, body, field):
     """LiteLLM writes prompt text for these after both hooks: 6,000 tokens reached a 4k window (an attack
@@ -339,9 +337,26 @@ def test_an_output_allowance_in_extra_body_or_as_a_float_is_reserved():
     assert outcome == "rejected" and error.param == "max_tokens"
 
 
-def test_the_names_refused_in_chat_template_kwargs_are_all_the_counter_sets_itself():
+def test_the_names_refused_in_chat_template_kwargs_are_what_the_counter_sets_itself_and_cannot_take():
+    """The special tokens, the messages and the tools are refused there; the rest of what the counter sets itself
+    (documents, the reply-opener flags) is counted as vLLM merges it, the kwargs over the request's fields."""
     from budget_hook.counting import template_input, templated
+    from budget_hook.counting.template_input import template_extras
     from budget_hook.pipeline.bounds import TEMPLATE_OVERRIDES, TEMPLATE_SPECIALS
 
     assert TEMPLATE_SPECIALS == templated._SPECIAL_KEYS
-    assert set(TEMPLATE_OVERRIDES) == {*templated._SPECIAL_KEYS, *template_input._RESERVED}
+    counted = set(template_input.TEMPLATE_FIELDS[1:])
+    assert set(TEMPLATE_OVERRIDES) == {*templated._SPECIAL_KEYS, *template_input._RESERVED} - counted
+    docs = [{"title": "t", "text": "the kwargs' own"}]
+    extras, opener = template_extras({"documents": [{"text": "the field's"}], "add_generation_prompt": True,
+                                      "chat_template_kwargs": {"documents": docs, "add_generation_prompt": False}})
+    assert extras["documents"] is docs and opener is False
+
+
+@pytest.mark.parametrize("kwargs", [{"add_generation_prompt": True}, {"continue_final_message": False},
+                                    {"documents": [{"title": "doc", "text": "Granite's RAG pattern"}]},
+                                    {"enable_thinking": False}, {"thinking": True}])
+def test_what_real_clients_send_in_chat_template_kwargs_is_forwarded(kwargs):
+    """Qwen's and Granite's documented requests (a review found them refused by a first version of the check)."""
+    assert run(chat(USER, chat_template_kwargs=kwargs))[0] == "forwarded"
+    assert run(chat(USER, extra_body={"chat_template_kwargs": kwargs}))[0] == "forwarded"

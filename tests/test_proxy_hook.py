@@ -633,6 +633,22 @@ def test_an_attempt_in_another_format_than_the_first_decision_is_decided_again(c
     assert "budget_hook blocked this request" in str(caught.value) and "internal" not in str(caught.value)
 
 
+def test_template_variables_a_fallback_entry_adds_to_its_attempt_are_decided_again():
+    """A review: LiteLLM merges a client's ``fallbacks`` entry into the fallback call, so a template variable
+    there (Llama 3.1's ``custom_tools``, a top-level ``documents``) reached the deployment with no decision
+    counting it (12,957 tokens into a 4k window). Every field a chat template reads is compared on the attempt."""
+    plugin = make_plugin(4000)
+    plugin.deployment_windows.lookup = lambda key: ModelLimits(4000, "test", "gpt-4o")
+    out = run_hook(plugin, long_chat(turns=2))
+    call_id = out["litellm_call_id"]
+    assert asyncio.run(plugin.async_pre_call_deployment_hook(attempt_kwargs(out, "g"), "acompletion")) is None
+    assert plugin.records.find(call_id).decided_again == 0
+    for added in ({"chat_template_kwargs": {"custom_tools": [{"name": "t" * 900}]}},
+                  {"documents": [{"text": "word " * 100}]}, {"extra_body": {"documents": [{"text": "w"}]}}):
+        asyncio.run(plugin.async_pre_call_deployment_hook({**attempt_kwargs(out, "g"), **added}, "acompletion"))
+    assert plugin.records.find(call_id).decided_again == 3
+
+
 def test_an_attempt_on_the_deployment_the_first_decision_assumed_reuses_it():
     plugin = make_plugin(4000)
     plugin.deployment_windows.lookup = lambda key: ModelLimits(4000, "test", "gpt-4o")

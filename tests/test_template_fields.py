@@ -136,10 +136,15 @@ def test_the_fields_vllm_hands_the_template_are_rendered(counters, files, tmp_pa
                               ({"extra_body": {"add_generation_prompt": False}}, {"add_generation_prompt": False})):
         assert counter.count_request({"messages": messages, **fields}).total == \
             tokens(files, served_render(files, qwen3, messages, **variables)), fields
-    # what the counter sets itself is not the client's to replace
+    # the messages and tools the counter sets itself are not the client's to replace (the gateway refuses them
+    # there: pipeline.bounds.TEMPLATE_OVERRIDES); the reply opener and documents are counted as vLLM merges them,
+    # the kwargs over the request's own fields
     plain = counter.count_request({"messages": messages}).total
-    for kwargs in ({"messages": []}, {"tools": None}, {"add_generation_prompt": False}, {"documents": []}):
+    for kwargs in ({"messages": []}, {"tools": None}, {"documents": []}):
         assert counter.count_request({"messages": messages, "chat_template_kwargs": kwargs}).total == plain
+    assert counter.count_request({"messages": messages, "add_generation_prompt": True,
+                                  "chat_template_kwargs": {"add_generation_prompt": False}}).total == \
+        tokens(files, served_render(files, qwen3, messages, add_generation_prompt=False))
     # documents, for a template that reads them (Command R's kind)
     rag = tmp_path / "rag.jinja"
     rag.write_text("{% for d in documents or [] %}[doc] {{ d.title }}: {{ d.text }}\n{% endfor %}"

@@ -35,9 +35,12 @@ def template_extras(request: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
     """The fields a server's template reads besides messages and tools (vLLM's ``chat_template_kwargs``,
     ``documents``, ``continue_final_message``, ``add_generation_prompt``), from the body or from
     ``extra_body`` (which LiteLLM merges last): the template's extra variables and whether it adds the reply
-    opener. ``chat_template_kwargs`` never replaces what the counter passes itself (messages, tools,
-    documents, the special tokens: a client's value for any of them is refused before any count,
-    ``pipeline.bounds.template_overrides``); a ``chat_template`` of the client's is ``shapes.references``' business."""
+    opener. ``chat_template_kwargs`` wins over the fields, as vLLM merges them
+    (``_chat_template_kwargs.update(request.chat_template_kwargs)``): its ``documents``,
+    ``continue_final_message`` and ``add_generation_prompt`` are the ones rendered. Its messages, tools and
+    special tokens never replace what the counter passes itself (a client's value for any of them is refused
+    before any count, ``pipeline.bounds.template_overrides``); a ``chat_template`` of the client's is
+    ``shapes.references``' business."""
     values: dict[str, Any] = {}
     extra = request.get("extra_body")
     for source in (request, extra if isinstance(extra, Mapping) else {}):
@@ -45,6 +48,8 @@ def template_extras(request: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
     kwargs = values.get("chat_template_kwargs")
     extras = {k: v for k, v in kwargs.items() if isinstance(k, str) and k not in _RESERVED} \
         if isinstance(kwargs, Mapping) else {}
+    if isinstance(kwargs, Mapping):  # vLLM: the kwargs over the request's own fields
+        values.update({name: kwargs[name] for name in TEMPLATE_FIELDS[1:] if kwargs.get(name) is not None})
     if isinstance(values.get("documents"), list):
         extras["documents"] = values["documents"]
     if isinstance(values.get("continue_final_message"), bool):

@@ -17,9 +17,9 @@ top level or in a ``fallbacks`` entry (LiteLLM applies those to the fallback cal
 text in its messages instead, where it is counted. A router attempt's kwargs hold the operator's own too (a
 deployment's ``litellm_params``, the router's defaults): its decision (``client_body=False``) does not look for
 them, and ``added_prompt_parameter`` names one whose value is not the operator's (a client's, merged by the
-router from a fallback target or a settings override). A special token's name (``bos_token``, ``eos_token``...) or
-``tools``, ``documents``, ``messages``... in ``chat_template_kwargs`` is one too: vLLM hands the template the
-client's value in place of its own (``TEMPLATE_OVERRIDES``).
+router from a fallback target or a settings override). A special token's name (``bos_token``, ``eos_token``...),
+``messages`` or ``tools`` in ``chat_template_kwargs`` is one too: vLLM hands the template the client's value in
+place of its own (``TEMPLATE_OVERRIDES``).
 
 Contract: ``body_problem(body, fields, client_body=True)`` returns ``None``, or a ``MalformedRequestError``
 naming the field at fault: content in ``extra_body``, a prompt parameter (``client_body``), or the first
@@ -146,16 +146,15 @@ PROMPT_PARAMETER_REMEDY = ("LiteLLM adds prompt text of its own for this paramet
 #: the tokenizer's special tokens a chat template writes (``templated._SPECIAL_KEYS``)
 TEMPLATE_SPECIALS = ("bos_token", "eos_token", "unk_token", "pad_token", "sep_token", "cls_token", "mask_token")
 #: ``chat_template_kwargs`` names a server hands its chat template over its own values (vLLM:
-#: ``_chat_template_kwargs.update(request.chat_template_kwargs)``; transformers: ``{**special_tokens, **kwargs}``):
-#: the special tokens, and what the server passes itself from the request, which the gateway counts from the
-#: request's own fields (``counting.template_input._RESERVED``)
-TEMPLATE_OVERRIDES = (*TEMPLATE_SPECIALS, "messages", "tools", "documents", "add_generation_prompt",
-                      "continue_final_message")
+#: ``_chat_template_kwargs.update(request.chat_template_kwargs)``; transformers: ``{**special_tokens, **kwargs}``)
+#: where the gateway counts its own: the special tokens, the messages and the tools. (``documents``,
+#: ``add_generation_prompt`` and ``continue_final_message`` there are counted with that precedence:
+#: ``counting.template_input.template_extras``; clients send them so for Granite's RAG and Qwen.)
+TEMPLATE_OVERRIDES = (*TEMPLATE_SPECIALS, "messages", "tools")
 TEMPLATE_OVERRIDE_REMEDY = ("a self-hosted server's chat template takes this value in place of its own (the "
-                            "tokenizer's special token, or what it renders from the request's messages, tools and "
-                            "documents), where the gateway counts its own, so it cannot be budgeted; send messages, "
-                            "tools and documents as the request's own fields and leave special tokens to the "
-                            "tokenizer")
+                            "tokenizer's special token, or what it renders from the request's messages and tools), "
+                            "where the gateway counts its own, so it cannot be budgeted; send messages and tools as "
+                            "the request's own fields and leave special tokens to the tokenizer")
 
 
 def prompt_parameter_remedy(path: str) -> str:
@@ -201,9 +200,9 @@ def prompt_parameter(body: Mapping[str, Any]) -> str | None:
 
 
 def operator_prompt_parameters(kwargs: Mapping[str, Any], own: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
-    """The ``PROMPT_PARAMETERS`` (and ``chat_template_kwargs``) a router attempt carries with the value its
-    deployment's own parameters set (``own``, asked only when one is there): the operator's, not a client's."""
-    present = [name for name in (*PROMPT_PARAMETERS, "chat_template_kwargs") if name in kwargs]
+    """The ``PROMPT_PARAMETERS`` (and ``chat_template_kwargs``, ``extra_body``) a router attempt carries with the value
+    its deployment's own parameters set (``own``, asked only when one is there): the operator's, not a client's."""
+    present = [name for name in (*PROMPT_PARAMETERS, "chat_template_kwargs", "extra_body") if name in kwargs]
     configured = own() if present else {}
     return {name: kwargs[name] for name in present if name in configured and configured[name] == kwargs[name]}
 

@@ -27,6 +27,7 @@ from itertools import chain, compress
 from typing import Any, cast
 
 from ..budget import ModelLimits
+from ..counting.template_input import TEMPLATE_FIELDS
 from ..pipeline import Decision, decide, decision_weight
 from ..pipeline.bounds import added_prompt_parameter
 from ..shapes import SHAPES
@@ -67,7 +68,7 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
         # it): a deployment of the group first decided for, under that decision's limits
         group, limits = attempt_limits(plugin, kwargs) or (decided.request.model_group, decided.limits)
         def same_content() -> bool:
-            return all(unchanged(kwargs.get(f), decided.content.get(f)) for f in shape.content_fields)
+            return all(unchanged(kwargs.get(f), decided.content.get(f)) for f in compared_fields(shape))
         # a large content (a million token ids, 300,000 parts) is compared in the pool, as it was decided there
         large = sum(len(nodes[0]) for nodes in decided.content.values()) > INLINE_NODES
         same = await plugin.offloader.run(same_content, kwargs, pool=True) if large else same_content()
@@ -133,8 +134,15 @@ def content_nodes(value: Any, limit: int | None = None) -> Nodes | None:
     return tuple(nodes), tuple(sizes)
 
 
+def compared_fields(shape: Any) -> tuple[str, ...]:
+    """What an attempt must carry as decided for the decision to stand: the shape's content fields, and what a
+    self-hosted server's chat template reads besides (``TEMPLATE_FIELDS``, also under ``extra_body``), which a
+    client's ``fallbacks`` entry can change for the fallback call alone (LiteLLM merges the entry into it)."""
+    return tuple(dict.fromkeys((*shape.content_fields, *TEMPLATE_FIELDS, "extra_body")))
+
+
 def content_snapshot(fields: Iterable[str], request: Mapping[str, Any]) -> dict[str, Nodes]:
-    """``content_nodes`` of each content field of the request a decision forwards."""
+    """``content_nodes`` of each of ``fields`` (``compared_fields``) of the request a decision forwards."""
     return {field: cast(Nodes, content_nodes(request.get(field))) for field in fields}
 
 

@@ -49,7 +49,7 @@ from ..policy import PluginSettings, load_settings
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, Shape
 from .answers import error_object, streamed_answer
 from .app_hooks import expose, wrap_error_handler, wrap_routes
-from .attempts import content_snapshot, recheck
+from .attempts import compared_fields, content_snapshot, recheck
 from .chains import ChainStore, annotated, chained
 from .client_input import SETTINGS_NAME, caller_of, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, unread_route_error
@@ -260,7 +260,7 @@ class BudgetHookPlugin(CustomLogger):
 
             def decide_and_snapshot() -> tuple[Decision, dict[str, Any]]:  # the content it forwards, for attempts
                 made = decide(budget_request, self.settings)
-                return made, content_snapshot(shape.content_fields, made.request)
+                return made, content_snapshot(compared_fields(shape), made.request)
             made, content = await self.offloader.run(decide_and_snapshot, data, weight=decision_weight(limits))
             decision, snapped = made, made.request
             if decision.wants_provider_count:
@@ -288,7 +288,7 @@ class BudgetHookPlugin(CustomLogger):
             raise BudgetHookHTTPError(spec, headers=record.headers(), shape=shape,
                                       streamed=streamed_answer(shape, data, call_type, spec))
         if decision.request is not snapped:  # a provider's count or a Responses chain decided it again
-            content = content_snapshot(shape.content_fields, decision.request)
+            content = content_snapshot(compared_fields(shape), decision.request)
         # whether the request quotes overflow wording is asked only if a provider's error comes
         # (``outcomes.quoted``): of the request as it is now, two levels deep (LiteLLM may pop a field it
         # forwards from the body afterwards)
