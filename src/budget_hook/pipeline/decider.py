@@ -398,8 +398,8 @@ def decide_inputs(
         message = (
             f"model group {model_group!r} (counted as {counter.model}, {counter.method}): "
             f"{result.describe_over()}{reserve_terms}. This model's maximum context length is {window} tokens. "
-            + (f"Send the {what}s in separate requests, or fewer at a time" if result.joined is not None
-               and result.over[0].index is None else f"Split each {what} into smaller pieces")
+            + (f"Send the {what}s in separate requests, or fewer at a time" if result.over_together
+               else f"Split each {what} into smaller pieces")
             + ("" if embedding else " or lower max_tokens") + "; nothing was truncated."
         )
         facts = {"model_group": model_group, **terms, "field": name,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from ..counting import TokenCounter
 from ..errors import MalformedRequestError
@@ -47,11 +47,17 @@ class InputsResult:
     def total(self) -> int:
         return sum(self.tokens) if self.joined is None else self.joined
 
+    @property
+    def over_together(self) -> bool:
+        """Over only as one chat call (``joined``): each prompt fits, together they do not."""
+        return self.joined is not None and bool(self.over) and self.over[0].index is None
+
     def describe_over(self) -> str:
-        if self.joined is not None and self.over and self.over[0].index is None:
+        if self.over_together:
+            joined = cast(int, self.joined)
             return (f"the {len(self.tokens)} {self.field}s reach this deployment as the user messages of one chat "
-                    f"call (LiteLLM joins a list of prompts for a chat model): {self.joined} tokens together, "
-                    f"{self.joined - self.limit} over the limit of {self.limit}")
+                    f"call (LiteLLM joins a list of prompts for a chat model): {joined} tokens together, "
+                    f"{joined - self.limit} over the limit of {self.limit}")
         parts = []
         for item in self.over[:5]:
             where = self.field if item.index is None else f"{self.field}[{item.index}]"
