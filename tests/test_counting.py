@@ -276,3 +276,22 @@ def test_what_litellm_forwards_on_chat_is_counted_top_level_system_and_thinking_
     with_thinking = {"messages": [{"role": "user", "content": "q"},
                                   {"role": "assistant", "content": "a", "thinking_blocks": thinking}]}
     assert claude.count_request(with_thinking).total >= claude.count_request(plain).total + 300 * 6
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "gemini/gemini-2.5-flash", "anthropic/claude-sonnet-4-5"])
+def test_an_assistant_turns_reasoning_content_is_counted(model):
+    """LiteLLM forwards an assistant message's ``reasoning_content`` as is (``openai/``, ``hosted_vllm/``, whose
+    templates render it) or as a Gemini thought part: 26 tokens were counted where 6,030 reached a 4k window (a fifth
+    attack review). Thinking blocks that carry the same text to Claude are counted once; Gemini gets both on
+    LiteLLM 1.103, so both count there."""
+    counter = TokenCounter(resolve_tokenizer(model), model=model)
+    reasoning = "step " * 2000
+    turns = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}, {"role": "user", "content": "r"}]
+    plain = counter.count_request({"messages": turns}).total
+    reasoned = [turns[0], {**turns[1], "reasoning_content": reasoning}, turns[2]]
+    assert counter.count_request({"messages": reasoned}).total >= plain + counter.count_text(reasoning)
+    blocks = [{"type": "thinking", "thinking": reasoning, "signature": "sig"}]
+    both = [turns[0], {**turns[1], "reasoning_content": reasoning, "thinking_blocks": blocks}, turns[2]]
+    only_blocks = [turns[0], {**turns[1], "thinking_blocks": blocks}, turns[2]]
+    extra = counter.count_request({"messages": both}).total - counter.count_request({"messages": only_blocks}).total
+    assert extra >= counter.count_text(reasoning) if model.startswith("gemini") else extra == 0

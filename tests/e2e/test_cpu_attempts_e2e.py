@@ -42,6 +42,12 @@ def proxy(tmp_path_factory):
             {"model_name": "tooled", "litellm_params": params, "model_info": {"max_input_tokens": 8000}},
             {"model_name": "merged", "litellm_params": {**params, "tools": [DEPLOYMENT_TOOL]},
              "model_info": {"max_input_tokens": 8000}},
+            # a group whose own guardrail masks words, and one that cannot be reached: a fallback from it runs the
+            # guardrail in the attempt's hook
+            {"model_name": "guarded", "litellm_params": {**params, "guardrails": ["mask-words"]},
+             "model_info": {"max_input_tokens": 8000}},
+            {"model_name": "down", "litellm_params": {**params, "api_base": "http://127.0.0.1:9/v1"},
+             "model_info": {"max_input_tokens": 8000}},
             {"model_name": "claude", "litellm_params": {"model": "anthropic/claude-sonnet-4-5-8k", "api_key": "fake-key",
                                                         "api_base": f"http://127.0.0.1:{upstream.port}"},
              "model_info": {"max_input_tokens": 8000}},
@@ -165,3 +171,22 @@ def test_a_guardrail_that_rewrites_the_messages_in_place_after_the_count_is_deci
     assert response.status_code == 400, response.text
     assert "context" in response.text.lower(), response.text
     assert [p for p in upstream_payloads(upstream) if marker in str(p["body"])] == []
+
+
+def test_a_fallback_groups_own_guardrail_runs_before_the_attempts_check(proxy):
+    """A fallback group's model-level guardrail runs in the attempt's hook (``CustomGuardrail``), and LiteLLM calls
+    the callbacks in list order: the proxy loads the plugin before the guardrails, so the masking filter ran after
+    the check and 3,011 counted tokens reached the fallback as 24,008 (a fifth attack review). The plugin now keeps
+    itself the last callback, and the attempt it sees is the masked one: refused, nothing reaches the provider."""
+    process, upstream = proxy
+    marker = f"fallback-mask-{uuid.uuid4().hex[:8]}"
+    for _ in range(2):  # the first request of a proxy moves the plugin last; every later one finds it there
+        body = {"model": "down", "max_tokens": 50, "fallbacks": ["guarded"],
+                "messages": [{"role": "user", "content": f"{marker} " + "darn " * 3000}]}
+        response = httpx.post(f"{process.base_url}/v1/chat/completions", json=body, timeout=60,
+                              headers={"authorization": f"Bearer {MASTER_KEY}"})
+        # LiteLLM answers with the first group's error (its connection error, a 500) and the fallback's refusal, in
+        # its own words (1.103 "Error doing the fallback", 1.108 "Fallback to guarded also failed")
+        assert response.status_code != 200, response.text
+        assert "budget_hook blocked this request (context_length_exceeded): model group 'guarded'" in response.text
+        assert [p for p in upstream_payloads(upstream) if marker in str(p["body"])] == []

@@ -111,6 +111,13 @@ def test_a_comma_separated_model_list_fits_the_smallest_group(proxy, upstream):
      "roles"),
     ({"model": "unstable", "messages": [{"role": "user", "content": "hi [e2e-prompt-param]"}],
       "fallbacks": [{"model": "small", "litellm_system_prompt": "word " * 6000}]}, "fallbacks[0].litellm_system_prompt"),
+    # LiteLLM fills a stored prompt in inside the call, after both hooks: variables the proxy did not take out before
+    # the hook go into a deployment's own prompt_id (a fifth attack review: 15 tokens counted, 60,050 reached a 16k
+    # window), and a fallbacks entry's prompt_id is filled in for the fallback call alone (3,912 counted, 27,929 sent)
+    ({"model": "small", "messages": [{"role": "user", "content": "hi [e2e-prompt-param]"}],
+      "prompt_variables": {"text": "word " * 6000}}, "prompt_variables"),
+    ({"model": "unstable", "messages": [{"role": "user", "content": "hi [e2e-prompt-param]"}],
+      "fallbacks": [{"model": "small", "prompt_id": "bigsys"}]}, "fallbacks[0].prompt_id"),
     # vLLM's chat template writes a client's special token in place of the tokenizer's (an attack review)
     ({"model": "vllm-small", "messages": [{"role": "user", "content": "hi [e2e-prompt-param]"}],
       "chat_template_kwargs": {"enable_thinking": False, "bos_token": "word " * 6000}}, "chat_template_kwargs.bos_token"),

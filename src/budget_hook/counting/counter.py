@@ -38,7 +38,7 @@ from .media import audio_tokens, file_text, file_tokens
 from .profiles import TokenizerProfile, resolve_tokenizer, responses_extra
 from .runs import DIGIT_GROUPED, digit_extra, number_tokens, run_aware_extra
 from .signatures import signature_tokens
-from .tools import render_functions, tool_functions, tool_json, unrendered_text
+from .tools import inlined_tokens, render_functions, response_schemas, tool_functions, tool_json, unrendered_text
 from .validation import CHAT_ROLES as CHAT_ROLES
 from .validation import validate_message as validate_message
 from .validation import validate_messages as validate_messages
@@ -352,13 +352,14 @@ class TokenCounter:
         media += signature_tokens(message, profile.signature_chars_per_token) if profile.family == "gemini" else 0
         if role == "function":
             framing -= 2  # legacy function results carry less framing (measured against the API)
-        refusal = message.get("refusal")
-        if isinstance(refusal, str):
-            text += self.count_text(refusal)
-        thinking = message.get("thinking_blocks")
-        if isinstance(thinking, list) and thinking:
-            # LiteLLM sends an assistant message's thinking blocks back to Claude: count all they carry.
+        text += self.count_text(refusal) if isinstance(refusal := message.get("refusal"), str) else 0
+        thinking, reasoning = message.get("thinking_blocks"), message.get("reasoning_content")
+        blocks = isinstance(thinking, list) and bool(thinking)
+        if blocks:  # LiteLLM sends an assistant message's thinking blocks back to Claude: count all they carry
             text += self.count_text(canonical_json(thinking))
+        if isinstance(reasoning, str) and (not blocks or profile.family == "gemini"):
+            # sent as is (openai/, hosted_vllm/), as a Gemini thought part (beside the blocks' on LiteLLM 1.103)
+            text += self.count_text(reasoning)
         return framing + media, text
 
     def _count_call(self, function: Mapping[str, Any]) -> int:
@@ -439,10 +440,11 @@ class TokenCounter:
 
     def _count_functions_uncached(self, functions: list[Mapping[str, Any]], *, responses: bool = False) -> int:
         profile = self.profile
+        raw = sum(inlined_tokens(f.get("parameters"), self.count_text) for f in functions)  # LiteLLM inlines $refs
         if profile.tools_rendering == "json":
-            raw = sum(self.count_text(tool_json(f, profile.tools_json)) for f in functions)
+            raw += sum(self.count_text(tool_json(f, profile.tools_json)) for f in functions)
         else:
-            raw = self.count_text(render_functions(functions)) + 9
+            raw += self.count_text(render_functions(functions)) + 9
             if profile.tokens_per_function:  # newer models' prompts carry more of the schema
                 raw += self.count_text(unrendered_text(functions))
         if responses and profile.family == "openai":
@@ -452,12 +454,10 @@ class TokenCounter:
         return self._scaled(raw) + overhead + per_function * len(functions)
 
     def _response_format_tokens(self, request: Mapping[str, Any]) -> int:
-        """A JSON-schema response format is rendered into the prompt; count its schema."""
-        response_format = request.get("response_format")
-        if not isinstance(response_format, Mapping) or response_format.get("type") != "json_schema":
-            return 0
-        schema_tokens = self._scaled(self.count_text(canonical_json(response_format.get("json_schema"))))
-        return schema_tokens + self.profile.structured_output_overhead
+        """A response format's schemas are rendered into the prompt (``tools.response_schemas``), ``$ref``s inlined."""
+        schemas = response_schemas(request.get("response_format"))
+        raw = sum(self.count_text(canonical_json(s)) + inlined_tokens(s, self.count_text) for s in schemas)
+        return self._scaled(raw) + self.profile.structured_output_overhead if schemas else 0
 
     def _choice_tokens(self, request: Mapping[str, Any]) -> int:
         forced = self.profile.forced_tool_choice_overhead

@@ -137,7 +137,12 @@ def hidden_content(body: Mapping[str, Any]) -> str | None:
 #: the custom prompt template some providers' transformations render)
 PROMPT_PARAMETERS = ("litellm_system_prompt", "ensure_alternating_roles", "user_continue_message",
                      "assistant_continue_message", "roles", "initial_prompt_value", "final_prompt_value", "bos_token",
-                     "eos_token")
+                     "eos_token",
+                     # a stored prompt's variables the proxy did not fill in before the hook (it takes them out when it
+                     # does): LiteLLM fills them into the deployment's own prompt_id inside the call, twice
+                     "prompt_variables", "prompt_label", "prompt_version")
+#: what a ``fallbacks`` entry may not carry either: LiteLLM fills its stored prompt in for the fallback call alone
+FALLBACK_PROMPT_PARAMETERS = (*PROMPT_PARAMETERS, "prompt_id")
 PROMPT_PARAMETER_REMEDY = ("LiteLLM adds prompt text of its own for this parameter after the gateway's budget check, "
                            "so it cannot be budgeted; put that text in the messages (send alternating user and "
                            "assistant turns), or ask the gateway operator to set it on the deployment")
@@ -190,7 +195,7 @@ def prompt_parameter(body: Mapping[str, Any]) -> str | None:
         sources += [(f"fallbacks[{index}].", entry) for index, entry in enumerate(fallbacks)]
     for prefix, source in sources:
         if isinstance(source, Mapping):
-            for name in PROMPT_PARAMETERS:
+            for name in FALLBACK_PROMPT_PARAMETERS if prefix else PROMPT_PARAMETERS:
                 if _set(source.get(name)):
                     return prefix + name
             overrides = template_overrides(source)

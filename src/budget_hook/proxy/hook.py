@@ -220,7 +220,19 @@ class BudgetHookPlugin(CustomLogger):
 
     # --- pre-call: decide, record, trim or block ---------------------------------------------------
 
+    def _decide_last(self) -> None:
+        """Keep the plugin the last of ``litellm.callbacks``, whose pre-call and per-attempt hooks LiteLLM runs in list
+        order: a guardrail (or any callback) after it changed the request after the count. The proxy loads
+        ``litellm_settings.callbacks`` before the guardrails, and a fallback group's own guardrail runs in the
+        attempt's hook, after the plugin's check: a masking filter there made 3,011 counted tokens 24,008 (an attack
+        review). Guardrails added later (the UI, the database) are appended: the next request moves the plugin again.
+        A new list, never an edit in place: LiteLLM's loop in progress keeps iterating the one it holds."""
+        callbacks = litellm.callbacks
+        if callbacks and callbacks[-1] is not self and any(c is self for c in callbacks):
+            litellm.callbacks = [c for c in callbacks if c is not self] + [self]
+
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: str) -> Any:
+        self._decide_last()
         if not self._app_hooked:  # once, when the proxy serves (its middleware stack is built by then)
             self._app_hooked = True
             with contextlib.suppress(Exception):
@@ -360,6 +372,7 @@ class BudgetHookPlugin(CustomLogger):
 
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
         """Check the request once more against the deployment this attempt goes to (``attempts.recheck``)."""
+        self._decide_last()
         return await recheck(self, kwargs, call_type, router=_router, error_type=BudgetHookHTTPError,
                              overflow_error=_overflow_error)
 

@@ -108,7 +108,9 @@ def chat_references(body: Mapping[str, Any]) -> list[Reference]:
 
 
 def anthropic_references(body: Mapping[str, Any]) -> list[Reference]:
-    found = [*_listed(body, "mcp_servers", MCP_SERVER), *_tools(body, _mcp_tool)]
+    # LiteLLM fills a stored prompt in when it bridges the call to a chat or Responses deployment
+    found = [*_listed(body, "mcp_servers", MCP_SERVER), *_tools(body, _mcp_tool),
+             *_fields(body, {"prompt_id": STORED_PROMPT})]
     for prefix, source in _sources(body):
         container = source.get("container")
         skills = container.get("skills") if isinstance(container, Mapping) else None
