@@ -357,9 +357,9 @@ class TokenCounter:
         blocks = isinstance(thinking, list) and bool(thinking)
         if blocks:  # LiteLLM sends an assistant message's thinking blocks back to Claude: count all they carry
             text += self.count_text(canonical_json(thinking))
-        if isinstance(reasoning, str) and (not blocks or profile.family == "gemini"):
+        if reasoning is not None and (not blocks or profile.family == "gemini"):
             # sent as is (openai/, hosted_vllm/), as a Gemini thought part (beside the blocks' on LiteLLM 1.103)
-            text += self.count_text(reasoning)
+            text += self.count_text(reasoning if isinstance(reasoning, str) else canonical_json(reasoning))
         return framing + media, text
 
     def _count_call(self, function: Mapping[str, Any]) -> int:

@@ -143,89 +143,103 @@ def tool_json(function: Mapping[str, Any], style: str = "compact") -> str:
     return json.dumps(tool, ensure_ascii=False, indent=4 if style == "indent4" else None, default=str)
 
 
-#: a ``$ref`` LiteLLM inlines, and where it looks the name up: ``unpack_defs`` (Gemini's and Vertex AI's tools and
-#: response schemas, Bedrock's tools), ``unpack_legacy_defs`` (Anthropic's ``definitions`` and OpenAPI
-#: ``components.schemas``), Anthropic's ``output_format``; each reference becomes a copy of its definition
-_REF_PREFIXES = ("#/$defs/", "#/definitions/", "#/components/schemas/")
-#: a schema's keys whose values are named sub-schemas (property names, not keywords: a property may be called
-#: ``definitions``)
-_NAMED = ("properties", "patternProperties", "$defs", "definitions", "schemas")
-#: an inlined count past this is over any window: the sum stops growing there (2^40 tokens)
+#: what LiteLLM's ``unpack_defs`` does with a schema's ``$ref``s (Gemini's and Vertex AI's tools and response
+#: schemas, Bedrock's tools; Anthropic's legacy ``definitions``, ``components.schemas`` and ``output_format``): it
+#: walks every node, and replaces each ``{"$ref": ".../Name"}`` by a copy of the definition named by the last path
+#: segment, looked up in the nearest scope (``$defs`` and ``definitions`` met on the way, the definition's own
+#: included), except a name already being inlined on that path (a cycle stops there)
+_SCOPES = ("$defs", "definitions")
+#: an inlined count past this is over any window (2^40 tokens); so is a schema whose copies hold more than
+#: ``MAX_STEPS`` objects, or whose references nest deeper than ``MAX_CHAIN``: no real schema comes near either
 INLINED_CAP = 1 << 40
+MAX_STEPS = 3_000
+MAX_CHAIN = 64
+Scope = tuple[Mapping[str, Any], "Scope | None"] | None
 
 
-def _ref_name(node: Mapping[str, Any]) -> str | None:
-    ref = node.get("$ref")
-    if isinstance(ref, str):
-        for prefix in _REF_PREFIXES:
-            if ref.startswith(prefix):
-                return ref[len(prefix):]
+def _local(node: Mapping[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    for key in _SCOPES:
+        block = node.get(key)
+        if isinstance(block, Mapping):
+            found.update((str(k), v) for k, v in block.items())
+    return found
+
+
+def _lookup(scope: Scope, name: str) -> Any:
+    while scope is not None:
+        if name in scope[0]:
+            return scope[0][name]
+        scope = scope[1]
     return None
 
 
-def _walk(schema: Any) -> tuple[dict[str, Any], list[str]]:
-    """The definitions anywhere in ``schema`` (by name, as LiteLLM merges ``$defs`` and ``definitions``) and the
-    names referenced outside them. Iterative: a client's schema never reaches Python's recursion limit."""
-    definitions: dict[str, Any] = {}
-    references: list[str] = []
-    stack: list[tuple[Any, bool]] = [(schema, False)]  # (node, whether its values are named sub-schemas)
-    while stack:
-        node, named = stack.pop()
-        if isinstance(node, list):
-            stack.extend((item, False) for item in node)
-        elif isinstance(node, Mapping):
-            if named:
-                stack.extend((value, False) for value in node.values())
-                continue
-            name = _ref_name(node)
-            if name is not None:
-                references.append(name)
-            for key, value in node.items():
-                if key in ("$defs", "definitions") and isinstance(value, Mapping):
-                    definitions.update((str(k), v) for k, v in value.items())
-                elif key == "components" and isinstance(value, Mapping) and isinstance(value.get("schemas"), Mapping):
-                    definitions.update((str(k), v) for k, v in value["schemas"].items())
-                else:
-                    stack.append((value, key in _NAMED))
-    return definitions, references
-
-
 def inlined_tokens(schema: Any, count: Callable[[str], int]) -> int:
-    """The tokens a schema gains when each ``$ref`` is replaced by a copy of its definition (nested references
-    inlined too, a cycle's back reference left as it is, as LiteLLM does), beyond the schema as written, which holds
-    each definition once: 0 for the usual schema that references each definition once. Counted from each
-    definition's own count, never materialised: 40 references to one 150-word definition reached a Gemini or
-    Claude deployment as 18,700 tokens where the schema counted 1,200-2,200."""
-    if not isinstance(schema, (Mapping, list)):
+    """The tokens a schema gains when LiteLLM inlines its ``$ref``s (``_SCOPES``), beyond the schema as written,
+    which holds each definition once: 0 for a schema that references each definition once, as pydantic writes them.
+    The walk follows LiteLLM's, path by path, adding each inlined definition's own count, never building the
+    copies: 40 references to one 150-word definition reached Gemini and Claude deployments as 18,700 tokens where
+    the schema counted 1,200-2,200. Iterative, and bounded (``MAX_STEPS``, ``MAX_CHAIN``): past a bound, or past
+    ``INLINED_CAP``, the answer is ``INLINED_CAP``, which no window admits."""
+    if isinstance(schema, Mapping) and set(schema) <= {"name", "description", "strict", "schema"}:
+        schema = schema.get("schema")  # a response format's ``json_schema``: the schema is inside
+    if isinstance(schema, list):  # several (Gemini's two schema fields)
+        return min(INLINED_CAP, sum(inlined_tokens(each, count) for each in schema if isinstance(each, Mapping)))
+    if not isinstance(schema, Mapping):
         return 0
-    definitions, references = _walk(schema)
-    if not references or not definitions:
+    components = schema.get("components")
+    legacy = components.get("schemas") if isinstance(components, Mapping) else None
+    root: dict[str, Any] = {str(k): v for k, v in legacy.items()} if isinstance(legacy, Mapping) else {}
+    root.update(_local(schema))
+    owned: dict[int, tuple[int, bool, dict[str, Any]]] = {}  # a definition's count, references, own scope
+
+    def own(target: Any) -> tuple[int, bool, dict[str, Any]]:
+        if id(target) not in owned:
+            text = canonical_json(target)
+            owned[id(target)] = (count(text), '"$ref"' in text, _local(target) if isinstance(target, Mapping) else {})
+        return owned[id(target)]
+    written = sum(own(body)[0] for body in root.values())
+    # the definitions blocks go with the schema (Anthropic keeps ``$defs`` beside legacy ones, Gemini keeps
+    # ``definitions``), each reference in them inlined in place; a lone ``$defs`` is popped (Gemini) or kept as is
+    skipped = () if "definitions" in schema or legacy is not None else ("$defs",)
+    if '"$ref"' not in canonical_json(schema):
         return 0
-    own = {name: count(canonical_json(body)) for name, body in definitions.items()}
-    refers = {name: _walk(body)[1] if isinstance(body, (Mapping, list)) else [] for name, body in definitions.items()}
-    inlined: dict[str, int] = {}
-    for root in dict.fromkeys(references):  # each definition with its references inlined, depth first, no recursion
-        stack, open_ = [(root, False)], set()
-        while stack:
-            name, done = stack.pop()
-            if name in inlined or name not in definitions:
+    # the schema itself first (a schema may be a reference), less the blocks LiteLLM does not send
+    stack: list[tuple[Any, Scope, frozenset[str]]] = [
+        ({k: v for k, v in schema.items() if k not in skipped}, (root, None), frozenset())]
+    total = steps = 0
+    while stack:
+        node, scope, chain = stack.pop()
+        if chain:  # inside a copy: the work that grows with the inlining
+            steps += 1
+            if steps > MAX_STEPS or total > INLINED_CAP:
+                return INLINED_CAP
+        if isinstance(node, list):
+            stack.extend((item, scope, chain) for item in node if isinstance(item, (Mapping, list)))
+        else:
+            ref = node.get("$ref")
+            if isinstance(ref, str):
+                name = ref.split("/")[-1]
+                target = None if name in chain else _lookup(scope, name)
+                if target is not None:
+                    if len(chain) >= MAX_CHAIN:
+                        return INLINED_CAP
+                    tokens, refers, inner = own(target)
+                    total += tokens
+                    if refers:  # a copy with references of its own is walked for them
+                        stack.append((target, (inner, scope) if inner else scope, chain | {name}))
                 continue
-            if done:
-                open_.discard(name)
-                inlined[name] = min(INLINED_CAP, own[name] + sum(inlined.get(ref, 0) for ref in refers[name]))
-            elif name not in open_:
-                open_.add(name)
-                stack.append((name, True))
-                stack.extend((ref, False) for ref in refers[name] if ref not in open_ and ref not in inlined)
-    written = sum(own.values())
-    return min(INLINED_CAP, max(0, sum(inlined.get(name, 0) for name in references) - written))
+            inner = _local(node)
+            below: Scope = (inner, scope) if inner else scope
+            stack.extend((value, below, chain) for value in node.values() if isinstance(value, (Mapping, list)))
+    return min(INLINED_CAP, max(0, total - written))
 
 
 def response_schemas(response_format: Any) -> list[Any]:
-    """The schemas of a chat ``response_format`` that reach the prompt: ``json_schema``'s (type ``json_schema``), and
-    ``response_schema``, which LiteLLM reads first whatever the type but ``text`` and sends as a forced tool or an
-    ``output_format`` (Anthropic), a ``responseJsonSchema`` (Gemini) or a user text ("Use this JSON schema")."""
-    if not isinstance(response_format, Mapping) or response_format.get("type") == "text":
+    """The schemas of a chat ``response_format`` that reach the prompt: ``json_schema`` and ``response_schema``,
+    whatever the type (LiteLLM reads ``response_schema`` first, even beside type ``text``, and turns either into a
+    forced tool or an ``output_format`` for Anthropic and Bedrock, a ``responseJsonSchema`` for Gemini, a user
+    text for a model without schema support: a review found ``json_object`` and ``text`` formats sending them)."""
+    if not isinstance(response_format, Mapping):
         return []
-    found = [response_format.get("json_schema")] if response_format.get("type") == "json_schema" else []
-    return found + ([response_format["response_schema"]] if response_format.get("response_schema") is not None else [])
+    return [response_format[key] for key in ("json_schema", "response_schema") if response_format.get(key) is not None]

@@ -224,10 +224,11 @@ def build_view(body: Mapping[str, Any]) -> View:
     tools = _tools(body.get("tools"))
     if tools:
         request["tools"] = tools
-    config = body.get("generationConfig") or body.get("config")
-    schema = next((config[k] for k in _SCHEMA_KEYS if config.get(k)), None) if isinstance(config, Mapping) else None
-    if schema:
-        request["response_format"] = {"type": "json_schema", "json_schema": {"schema": schema}}
+    # every schema given, in either config (LiteLLM keeps the one its model takes, which need not be the first)
+    schemas = [c[k] for c in (body.get("generationConfig"), body.get("config")) if isinstance(c, Mapping)
+               for k in _SCHEMA_KEYS if c.get(k)]
+    if schemas:
+        request["response_format"] = {"type": "json_schema", "json_schema": {"schema": schemas}}
     return View(request, tuple(refs), no_edit=frozenset(no_edit))
 
 
