@@ -295,3 +295,26 @@ def test_an_assistant_turns_reasoning_content_is_counted(model):
     only_blocks = [turns[0], {**turns[1], "thinking_blocks": blocks}, turns[2]]
     extra = counter.count_request({"messages": both}).total - counter.count_request({"messages": only_blocks}).total
     assert extra >= counter.count_text(reasoning) if model.startswith("gemini") else extra == 0
+
+
+def test_an_empty_text_on_the_way_to_claude_counts_as_the_placeholder_litellm_writes():
+    """LiteLLM's ``anthropic_messages_pt`` writes ``[System: Empty message content sanitised to satisfy protocol]``
+    over every empty or blank text of a user or assistant message, with or without ``modify_params`` (a review:
+    1,500 empty texts counted 1,970 tokens and reached Claude as 22,513). Other families get the text as it is."""
+    from litellm.litellm_core_utils.prompt_templates.factory import _EMPTY_TEXT_PLACEHOLDER
+
+    from budget_hook.providers.anthropic import EMPTY_TEXT
+
+    assert EMPTY_TEXT == _EMPTY_TEXT_PLACEHOLDER  # the installed LiteLLM's own
+    claude, gpt = TokenCounter.for_model("claude-sonnet-4-5"), TokenCounter.for_model("gpt-4o")
+    placeholder = claude.count_request({"messages": [{"role": "user", "content": EMPTY_TEXT}]}).total
+    for content in ("", "  \n", [{"type": "text", "text": ""}], [{"type": "text", "text": " "}]):
+        assert claude.count_request({"messages": [{"role": "user", "content": content}]}).total >= placeholder
+    many = {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}, *[{"type": "text", "text": ""}] * 100]}]}
+    assert claude.count_request(many).total > 100 * claude.count_text(EMPTY_TEXT)
+    assert gpt.count_request(many).total < 300
+    # a tool result, a system prompt or an assistant turn that only calls a tool is not rewritten
+    calls = {"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "run", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": ""}, {"role": "system", "content": ""}]}
+    assert claude.count_request(calls).total < placeholder + 60

@@ -272,6 +272,34 @@ def test_a_router_attempt_no_pre_call_decision_covers_is_decided_for_its_group()
     assert attempt(plugin, outside, "acompletion") is None  # not a router attempt: LiteLLM's own call
 
 
+def test_the_a2a_completion_bridge_is_decided_against_its_agent_model_s_window():
+    """LiteLLM's A2A completion bridge calls ``litellm.acompletion`` for an agent outside the router (no group, no
+    deployment in the call): 9,021 tokens reached a 4k model (a review). On an A2A route the call is decided
+    against its model's own window, as for a group of that name; the same call elsewhere is LiteLLM's own."""
+    plugin = make_plugin()
+    plugin.model_limits = lambda group: ModelLimits(4000 if group == "openai/agent-model" else 100_000, "test",
+                                                    "gpt-4o")
+    kwargs = {"model": "openai/agent-model", "messages": [{"role": "user", "content": "word " * 9000}],
+              "litellm_call_id": "a2a-call", "api_base": "http://agent"}
+    for route in ("/a2a/my-agent/message/send", "/v1/a2a/my-agent/message/send", "/a2a/my-agent"):
+        token = route_guard._ROUTE.set(route)
+        try:
+            with pytest.raises(BudgetHookHTTPError, match="maximum context length is 4000 tokens"):
+                attempt(plugin, {**kwargs, "litellm_call_id": f"a2a-{route}"}, "acompletion")
+            fits = {**kwargs, "litellm_call_id": f"a2a-fits-{route}", "messages": long_messages(turns=2)}
+            assert attempt(plugin, fits, "acompletion") is None
+        finally:
+            route_guard._ROUTE.reset(token)
+    for route in (None, "/v1/a2a/discover", "/health", "/a2a/my-agent/.well-known/agent.json"):
+        token = route_guard._ROUTE.set(route)
+        try:
+            assert attempt(plugin, {**kwargs, "litellm_call_id": f"other-{route}"}, "acompletion") is None
+        finally:
+            route_guard._ROUTE.reset(token)
+    assert classify("/a2a/{agent_id}/message/send").kind == BUDGETED
+    assert classify("/a2a/{agent_id}/.well-known/agent.json").kind != BUDGETED
+
+
 def test_a_client_cannot_forge_the_caller_of_an_attempt():
     forged = {"user_api_key_auth": {"team_id": "team-by-id"}, "user_api_key_team_alias": "strict"}
     caller = route_guard._caller({"metadata": {**forged, "user_api_key_hash": "h", "user_api_key_team_id": None}})

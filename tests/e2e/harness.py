@@ -107,6 +107,19 @@ def start_fake_provider(workdir: Path, models: dict[str, int], *, record: bool =
     return Process(popen, stderr_path, int(line.split()[1]), {"record": record_path})
 
 
+def serve_config(folder: Path, config: dict, upstream: Process):
+    """A module's proxy: ``config`` written as ``folder/litellm_config.yaml``, a proxy started on it; yields
+    ``(proxy, upstream)`` and stops both by PID (use as ``yield from`` in a fixture)."""
+    import yaml
+
+    path = folder / "litellm_config.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
+    process = start_proxy(path, log_dir=folder)
+    yield process, upstream
+    process.stop()
+    upstream.stop()
+
+
 def upstream_payloads(upstream: Process) -> list[dict]:
     lines = upstream.extra["record"].read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]

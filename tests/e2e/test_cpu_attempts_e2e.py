@@ -13,13 +13,13 @@ messages in place after the pre-call hook, so a request whose blocked words it m
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import httpx
 import pytest
-import yaml
 
-from .harness import MASTER_KEY, start_fake_provider, start_proxy, upstream_payloads, wait_for_record
+from .harness import MASTER_KEY, serve_config, start_fake_provider, upstream_payloads, wait_for_record
 
 pytestmark = pytest.mark.e2e
 
@@ -34,7 +34,7 @@ DEPLOYMENT_TOOL = {"type": "function", "function": {
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cpu_attempts")
-    upstream = start_fake_provider(folder, {"gpt-4o-8k": 8000, "claude-sonnet-4-5-8k": 8000})
+    upstream = start_fake_provider(folder, {"gpt-4o-8k": 8000, "claude-sonnet-4-5-8k": 8000, "gpt-4o-8k-down": 8000})
     api_base = f"http://127.0.0.1:{upstream.port}/v1"
     params = {"model": "openai/gpt-4o-8k", "api_base": api_base, "api_key": "fake-key"}
     config = {
@@ -48,6 +48,9 @@ def proxy(tmp_path_factory):
              "model_info": {"max_input_tokens": 8000}},
             {"model_name": "down", "litellm_params": {**params, "api_base": "http://127.0.0.1:9/v1"},
              "model_info": {"max_input_tokens": 8000}},
+            # the provider answers every call with a 500
+            {"model_name": "failing", "litellm_params": {**params, "model": "openai/gpt-4o-8k-down"},
+             "model_info": {"max_input_tokens": 8000}},
             {"model_name": "claude", "litellm_params": {"model": "anthropic/claude-sonnet-4-5-8k", "api_key": "fake-key",
                                                         "api_base": f"http://127.0.0.1:{upstream.port}"},
              "model_info": {"max_input_tokens": 8000}},
@@ -58,12 +61,7 @@ def proxy(tmp_path_factory):
             "guardrail": "litellm_content_filter", "mode": "pre_call", "default_on": False,
             "blocked_words": [{"keyword": "darn", "action": "MASK"}]}}],
     }
-    path = folder / "litellm_config.yaml"
-    path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    process = start_proxy(path, log_dir=folder)
-    yield process, upstream
-    process.stop()
-    upstream.stop()
+    yield from serve_config(folder, config, upstream)
 
 
 def send(proxy, group: str, marker: str) -> tuple[httpx.Response, dict]:
@@ -190,3 +188,32 @@ def test_a_fallback_groups_own_guardrail_runs_before_the_attempts_check(proxy):
         assert response.status_code != 200, response.text
         assert "budget_hook blocked this request (context_length_exceeded): model group 'guarded'" in response.text
         assert [p for p in upstream_payloads(upstream) if marker in str(p["body"])] == []
+
+
+def held(process) -> dict[str, float]:
+    """What the plugin keeps right now, from its own metrics (``records.RecordStore.held``)."""
+    text = httpx.get(f"{process.base_url}/budget_hook/metrics", timeout=30,
+                     headers={"authorization": f"Bearer {MASTER_KEY}"}).text
+    return {line.split()[0]: float(line.split()[1]) for line in text.splitlines()
+            if line.startswith(("budget_hook_calls_", "budget_hook_request_bytes_held"))}
+
+
+@pytest.mark.parametrize("model", ["tooled,failing", "failing", "down"])
+def test_a_call_that_is_over_keeps_nothing_of_its_request(proxy, model):
+    """A review of memory a client can make the plugin hold. ``model: "a,b"`` (LiteLLM's batch completion) whose
+    second group fails: LiteLLM attempts it once more after the call settled, and the plugin kept that attempt's
+    record and request in flight for good (30 requests of 8 MB: +713 MiB, against +17 MiB without the plugin). A
+    call that fails at the provider kept its request, with LiteLLM's logging object, 30 s (3.0 GB live against
+    376 MiB). Now both let go of their requests once the call is over; the metrics show what is held."""
+    process, _ = proxy
+    for _ in range(3):
+        # a retry of the failing group's call is what comes after the batch settled
+        body = {"model": model, "max_tokens": 50, "num_retries": 1,
+                "messages": [{"role": "user", "content": "word " * 5_000}]}
+        response = httpx.post(f"{process.base_url}/v1/chat/completions", json=body, timeout=60,
+                              headers={"authorization": f"Bearer {MASTER_KEY}"})
+        assert response.status_code in (200, 400, 500, 502, 503), response.text
+    deadline = time.monotonic() + 15
+    while (now := held(process))["budget_hook_calls_holding_request"] and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert now["budget_hook_calls_holding_request"] == 0 and now["budget_hook_request_bytes_held"] == 0, now

@@ -222,6 +222,10 @@ def text_file(text: str) -> str:
      "messages"),
     ("claude-without-max-tokens", {"model": "claude", "messages": [{"role": "user", "content": "hi [e2e-claude-without-max-tokens]"}]},
      "max_tokens"),
+    # LiteLLM writes a 12-word placeholder over each empty text on the way to Claude, whatever its settings
+    ("claude-empty-texts", {"model": "claude", "max_tokens": 50, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "hi [e2e-claude-empty-texts]"}, *[{"type": "text", "text": " "}] * 400]}]},
+     "messages"),
 ])
 def test_content_that_costs_more_than_it_looks_never_reaches_the_provider(proxy, upstream, case, body, field):
     """Each used to be counted far below its cost (a 200-page PDF as 3,014 tokens, 12,002 newlines through a

@@ -40,8 +40,7 @@ from .runs import DIGIT_GROUPED, digit_extra, number_tokens, run_aware_extra
 from .signatures import signature_tokens
 from .tools import inlined_tokens, render_functions, response_schemas, tool_functions, tool_json, unrendered_text
 from .validation import CHAT_ROLES as CHAT_ROLES
-from .validation import validate_message as validate_message
-from .validation import validate_messages as validate_messages
+from .validation import empty_texts, validate_message, validate_messages
 
 #: encodings that are a model family's own tokenizer (``family_tokenizers``), not tiktoken's
 FAMILY_ENCODINGS = frozenset({"mistral", "llama3", "qwen", "qwen3.5", "deepseek"})
@@ -350,8 +349,9 @@ class TokenCounter:
                 else:
                     text += self.count_text(canonical_json(call))
         media += signature_tokens(message, profile.signature_chars_per_token) if profile.family == "gemini" else 0
-        if role == "function":
-            framing -= 2  # legacy function results carry less framing (measured against the API)
+        framing -= 2 if role == "function" else 0  # legacy function results carry less framing (measured)
+        if profile.empty_text and role in ("user", "assistant"):  # what LiteLLM writes over an empty text
+            text += empty_texts(content) * self.count_text(profile.empty_text)
         text += self.count_text(refusal) if isinstance(refusal := message.get("refusal"), str) else 0
         thinking, reasoning = message.get("thinking_blocks"), message.get("reasoning_content")
         blocks = isinstance(thinking, list) and bool(thinking)

@@ -70,6 +70,9 @@ class TokenizerProfile:
     #: the chat template writes tool results through ``tojson`` (Llama 3.1+: every quote, newline and tab
     #: is escaped, each escape a token or more): they are counted in that form
     tool_results_as_json: bool = False
+    #: what LiteLLM writes for each empty (or blank) text of a user or assistant message on the way to this family
+    #: (``validation.empty_texts``), whatever the settings: counted as that text ("" : sent as it is)
+    empty_text: str = ""
     #: framing of one assistant tool call, and the wrapper around parallel calls
     tokens_per_tool_call: int = 7
     tokens_per_parallel_calls: int = 16

@@ -185,8 +185,8 @@ def inlined_tokens(schema: Any, count: Callable[[str], int]) -> int:
         schema = schema.get("schema")  # a response format's ``json_schema``: the schema is inside
     if isinstance(schema, list):  # several (Gemini's two schema fields)
         return min(INLINED_CAP, sum(inlined_tokens(each, count) for each in schema if isinstance(each, Mapping)))
-    if not isinstance(schema, Mapping):
-        return 0
+    if not isinstance(schema, Mapping) or '"$ref"' not in canonical_json(schema):
+        return 0  # nothing is inlined (the usual schema: its definitions are never counted here)
     components = schema.get("components")
     legacy = components.get("schemas") if isinstance(components, Mapping) else None
     root: dict[str, Any] = {str(k): v for k, v in legacy.items()} if isinstance(legacy, Mapping) else {}
@@ -202,8 +202,6 @@ def inlined_tokens(schema: Any, count: Callable[[str], int]) -> int:
     # the definitions blocks go with the schema (Anthropic keeps ``$defs`` beside legacy ones, Gemini keeps
     # ``definitions``), each reference in them inlined in place; a lone ``$defs`` is popped (Gemini) or kept as is
     skipped = () if "definitions" in schema or legacy is not None else ("$defs",)
-    if '"$ref"' not in canonical_json(schema):
-        return 0
     # the schema itself first (a schema may be a reference), less the blocks LiteLLM does not send
     stack: list[tuple[Any, Scope, frozenset[str]]] = [
         ({k: v for k, v in schema.items() if k not in skipped}, (root, None), frozenset())]

@@ -9,6 +9,7 @@ from typing import Any
 from ..errors import MalformedRequestError
 
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
 
 
 def validate_messages(messages: Any) -> list[Any]:
@@ -37,3 +38,14 @@ def validate_message(message: Any, index: int) -> None:
     tool_calls = message.get("tool_calls")
     if tool_calls is not None and not isinstance(tool_calls, list):
         raise MalformedRequestError(f"{where}.tool_calls", f"expected a list, got {type(tool_calls).__name__}")
+
+
+def empty_texts(content: Any) -> int:
+    """How many texts of a message's content are empty or blank: a string content, or each text part (a Responses
+    input's ``input_text`` and ``output_text`` too: LiteLLM's bridge makes them chat text parts)."""
+    if isinstance(content, str):
+        return int(not content.strip())
+    if not isinstance(content, list):
+        return 0
+    return sum(1 for part in content if isinstance(part, Mapping) and part.get("type") in _TEXT_PARTS
+               and (not isinstance(part.get("text"), str) or not part["text"].strip()))

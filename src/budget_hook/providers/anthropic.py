@@ -14,6 +14,10 @@ from typing import Any
 from .base import CountBand, CountEndpoint, OverflowWording, ProviderRecord, WindowQuirks
 
 # --- generation terms (counting/profiles.py) -----------------------------------------------------------
+#: LiteLLM's ``_EMPTY_TEXT_PLACEHOLDER`` (1.103 to 1.108): ``anthropic_messages_pt`` writes it over every empty or
+#: blank text of a user or assistant message on a chat call to Claude, with or without ``modify_params`` (1,500
+#: empty texts: 1,970 tokens counted, 22,513 sent)
+EMPTY_TEXT = "[System: Empty message content sanitised to satisfy protocol]"
 #: Fitted on the real Anthropic requests with provider-measured usage (docs/counting.md, "Accuracy against what
 #: providers billed";
 #: ``python bench/calibrate_anthropic.py`` reprints the figures).
@@ -26,6 +30,7 @@ PROFILE_TERMS: dict[str, Any] = dict(
     forced_tool_choice_overhead=90,  # extra when tool_choice is any / a named tool
     tools_rendering="json",  # tools reach the prompt as JSON schema
     thinking_overhead=40,  # extended thinking / effort / task budget preamble
+    empty_text=EMPTY_TEXT,
     structured_output_overhead=210,  # output_format JSON-schema preamble (a $defs schema is billed 54 beyond 150)
 )
 

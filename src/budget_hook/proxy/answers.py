@@ -51,6 +51,9 @@ def streamed_answer(shape: Shape, data: Mapping[str, Any], call_type: Any,
 _OVERFLOW_CODE = "context_length_exceeded"
 #: a provider's error text longer than this is not parsed for its body's ``code``
 MAX_ERROR_CHARS = 256 * 1024
+#: the longest error body read as the Python dict the OpenAI SDK renders (``ast.literal_eval``: ~1 ms per 1,000
+#: crafted characters on the event loop, where JSON costs microseconds); real ones are a few hundred characters
+MAX_LITERAL_CHARS = 4096
 #: how LiteLLM starts the message of an overflow it classified (a rebuilt error keeps only the text)
 _LITELLM_OVERFLOW = "litellm.ContextWindowExceededError:"
 #: the remedy of a request that continues a Responses chain the provider holds (``previous_response_id``)
@@ -99,8 +102,11 @@ def error_code(exception: Any, text: str) -> Any:
         try:
             body = json.JSONDecoder().raw_decode(text, start)[0]
         except ValueError:
+            end = text.rfind("}") + 1
+            if end - start > MAX_LITERAL_CHARS:
+                return None  # no SDK renders an error that long; parsing it would hold the event loop
             try:
-                body = ast.literal_eval(text[start:text.rfind("}") + 1])
+                body = ast.literal_eval(text[start:end])
             except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
                 return None
     if not isinstance(body, Mapping):

@@ -35,6 +35,7 @@ from .chains import Chain, chained
 from .errors import block_error, internal_error, prompt_parameter_error
 from .feedback import deployment_id
 from .labels import labelled
+from .offload import OTHER_CHARS_PER_CHAR, other_size
 from .outcomes import log_internal
 from .route_guard import undecided_attempt
 from .windows import covers, deployment_params, with_learned_window
@@ -57,7 +58,12 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
     def own() -> Mapping[str, Any]:  # what the operator set on the attempt's deployment
         return deployment_params(router(), deployment_id(kwargs))
     if shape is None or decided is None:  # a router pass-through, a route that skips the pre-call hook
-        return await undecided_attempt(plugin, kwargs, call_type, error_type, own)
+        settled = plugin.records.settled(call_id)  # LiteLLM's attempt on a call it already logged: no callback
+        try:  # will end the record this decision leaves
+            return await undecided_attempt(plugin, kwargs, call_type, error_type, own)
+        finally:
+            if settled:
+                plugin.records.forget(call_id)
     # a client's prompt parameter that reached the attempt by a way the pre-call check does not read (a fallback
     # target in the router's format, a settings override): LiteLLM would write its text after this hook
     added = added_prompt_parameter(kwargs, own)
@@ -99,6 +105,8 @@ INLINE_NODES = 20_000
 CHUNK = 4096
 _CONTAINER = frozenset({dict, list}).__contains__
 _DICT = frozenset({dict}).__contains__
+#: how much of the rest of a request ``held_size`` walks (``offload.other_size`` units: ~1 MB of text)
+OTHER_HELD = 2**16
 Nodes = tuple[tuple[Any, ...], tuple[int, ...]]
 
 
@@ -144,6 +152,16 @@ def compared_fields(shape: Any) -> tuple[str, ...]:
 def content_snapshot(fields: Iterable[str], request: Mapping[str, Any]) -> dict[str, Nodes]:
     """``content_nodes`` of each of ``fields`` (``compared_fields``) of the request a decision forwards."""
     return {field: cast(Nodes, content_nodes(request.get(field))) for field in fields}
+
+
+def held_size(content: Mapping[str, Nodes], data: Mapping[str, Any]) -> int:
+    """About how many bytes of request a call keeps (``records.HELD_BYTES``): the text of its decided content
+    (``content_snapshot``) and 8 bytes per object in it, and the rest of the request as ``offload.other_size``
+    weighs it, up to ``OTHER_HELD`` (a client's own fields are kept for ``outcomes.quoted`` too)."""
+    size = 0
+    for nodes, _ in content.values():
+        size += 8 * len(nodes) + sum([len(node) for node in nodes if type(node) is str])
+    return size + OTHER_CHARS_PER_CHAR * other_size(data, OTHER_HELD)
 
 
 def unchanged(sent: Any, decided: Nodes | None) -> bool:

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import operator
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -40,6 +41,7 @@ from litellm.proxy._types import ProxyException
 from ..budget import ModelLimits
 from ..counting import templated
 from ..counting.cache import COUNT_CACHE
+from ..counting.profiles import resolve_tokenizer
 from ..errors import PolicyError
 from ..learning import Calibration, teacher_of
 from ..pipeline import BudgetRequest, Decision, DecisionRecord, InternalFailure, advertised, decide, decision_weight
@@ -49,7 +51,7 @@ from ..policy import PluginSettings, load_settings
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, Shape
 from .answers import error_object, streamed_answer
 from .app_hooks import expose, wrap_error_handler, wrap_routes
-from .attempts import compared_fields, content_snapshot, recheck
+from .attempts import compared_fields, content_snapshot, held_size, recheck
 from .chains import ChainStore, annotated, chained
 from .client_input import SETTINGS_NAME, caller_of, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, unread_route_error
@@ -166,6 +168,26 @@ def _router() -> Any:
         return None
 
 
+def litellm_rewrite(shape: Shape, data: dict, limits: ModelLimits) -> dict:
+    """The body as LiteLLM will rewrite it on the way to the deployment, where its rewrite adds text: with
+    ``litellm_settings.modify_params``, a chat call to Claude gets a sentence for each tool call left unanswered
+    (``sanitize_messages_for_tool_calling``; 1,000 of them: ~25,000 tokens no count saw). Decided on, and forwarded,
+    as LiteLLM's own function rewrites it (it then finds nothing left to add): what is counted is what is sent.
+    Else ``data`` itself (also when that function cannot read the body: the decision's validation names the field)."""
+    messages = data.get("messages")
+    if not litellm.modify_params or shape.name != "chat" or not isinstance(messages, list) or resolve_tokenizer(
+            limits.counting_model, base_model=limits.base_model).family != "anthropic":
+        return data
+    try:
+        from litellm.litellm_core_utils.prompt_templates.factory import sanitize_messages_for_tool_calling
+
+        rewritten = sanitize_messages_for_tool_calling(messages)
+    except Exception:
+        return data
+    same = len(rewritten) == len(messages) and all(map(operator.is_, rewritten, messages))
+    return data if same else {**data, "messages": list(rewritten)}
+
+
 def _router_limits(group: str) -> ModelLimits:
     return limits_from_router(_router(), group)
 
@@ -197,7 +219,7 @@ class BudgetHookPlugin(CustomLogger):
         self.learning = SharedLearning(settings.learning, redis=lambda: litellm_redis(_router(), litellm))
         self.chains = ChainStore(run=self.learning._run if settings.learning.share == "auto" else None,
                                  resolve=_forwarded_response_id)
-        self.metrics = Metrics()
+        self.metrics = Metrics(held=lambda: self.records.held())
         register_with_prometheus(self.metrics)  # LiteLLM's /metrics, when prometheus_client is installed
         self.provider_counter = ProviderCounter()
         self._app_hooked = False
@@ -270,10 +292,15 @@ class BudgetHookPlugin(CustomLogger):
                                caller=caller, client=read_client_input(data, key), calibration=calibration))
             budget_request = request
 
-            def decide_and_snapshot() -> tuple[Decision, dict[str, Any]]:  # the content it forwards, for attempts
-                made = decide(budget_request, self.settings)
-                return made, content_snapshot(compared_fields(shape), made.request)
-            made, content = await self.offloader.run(decide_and_snapshot, data, weight=decision_weight(limits))
+            def decide_and_snapshot() -> tuple[BudgetRequest, Decision, dict[str, Any], int]:  # for attempts: what
+                body = litellm_rewrite(shape, data, limits)  # it forwards, and about how many bytes that holds
+                decided_on = budget_request if body is data else replace(budget_request, body=body)
+                made = decide(decided_on, self.settings)
+                forwarded = content_snapshot(compared_fields(shape), made.request)
+                return decided_on, made, forwarded, held_size(forwarded, data)
+            decided_on, made, content, size = await self.offloader.run(decide_and_snapshot, data,
+                                                                       weight=decision_weight(limits))
+            request = decided_on
             decision, snapped = made, made.request
             if decision.wants_provider_count:
                 decision = await self._with_provider_count(request, decision)
@@ -301,13 +328,14 @@ class BudgetHookPlugin(CustomLogger):
                                       streamed=streamed_answer(shape, data, call_type, spec))
         if decision.request is not snapped:  # a provider's count or a Responses chain decided it again
             content = content_snapshot(compared_fields(shape), decision.request)
+            size = held_size(content, data)
         # whether the request quotes overflow wording is asked only if a provider's error comes
         # (``outcomes.quoted``): of the request as it is now, two levels deep (LiteLLM may pop a field it
         # forwards from the body afterwards)
         self.records.remember(data.get("litellm_call_id"), record,
                               Decided(marker, replace(request, body={}), decision.limits,
                                       decision.resolved.policy.fail_mode, content, call_type=str(call_type),
-                                      chain=chain.held if chain is not None else None), snapshot(data))
+                                      chain=chain.held if chain is not None else None), snapshot(data), size)
         return forwarded
 
     async def _advertise(self, path: str, payload: Any, endpoint_args: Mapping[str, Any]) -> Any:
@@ -392,8 +420,11 @@ class BudgetHookPlugin(CustomLogger):
 
     async def async_post_call_failure_hook(self, request_data: dict, original_exception: Exception,
                                            user_api_key_dict: Any, traceback_str: Any = None) -> None:
-        """A provider's overflow on a forwarded call is answered as a block is (``outcomes.note_overflow``)."""
+        """A provider's overflow on a forwarded call is answered as a block is (``outcomes.note_overflow``). The
+        call is over: what it kept of its request for attempts and errors is let go (``records.release``)."""
         await note_overflow(self, request_data, original_exception, ours=BudgetHookHTTPError)
+        if isinstance(request_data, Mapping):
+            self.records.release(request_data.get("litellm_call_id"))
 
     async def async_post_call_response_headers_hook(self, data: dict, user_api_key_dict: Any, response: Any,
                                                     request_headers: Any = None, litellm_call_info: Any = None

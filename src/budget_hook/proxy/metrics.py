@@ -10,13 +10,16 @@ registered. Thread-safe. Labels come from the operator's configuration only: ``m
 ``metrics_group`` (``proxy.labels``: a configured group, the wildcard pattern a name matched, ``unconfigured``
 for any other name, ``multiple`` for a list), ``team`` the team's alias or id from LiteLLM's database; so
 made-up model names all count under ``unconfigured`` and can never push a real group out. The label sets
-are bounded besides (``MAX_SERIES``: what does not fit is counted under ``model_group="other"``).
+are bounded besides (``MAX_SERIES``: what does not fit is counted with every label but ``action`` and
+``outcome`` set to ``other``). ``Metrics(held=...)`` adds gauges of what the plugin keeps per call right now
+(``records.RecordStore.held``), read when the metrics are.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from ..pipeline.record import tokens_left
@@ -38,7 +41,17 @@ _NAMES = {
                        "with (1 = none; bounded by learning.min_factor and learning.max_factor)"),
     "learned_samples": ("budget_hook_learned_samples", "gauge",
                         "How many of the deployment's bills that correction was learned from"),
+    "in_flight": ("budget_hook_calls_in_flight", "gauge",
+                  "Decided calls whose outcome LiteLLM has not logged yet (failed ones stay a few seconds)"),
+    "held_calls": ("budget_hook_calls_holding_request", "gauge",
+                   "Calls that keep part of their request for their attempts and errors"),
+    "held_bytes": ("budget_hook_request_bytes_held", "gauge",
+                   "About how many bytes of requests those calls keep (bounded by records.HELD_BYTES)"),
 }
+#: series that are not counted but read from the plugin's state when the metrics are (``Metrics(held=...)``)
+_LIVE = ("in_flight", "held_calls", "held_bytes")
+#: the labels a series keeps once its name is at ``MAX_SERIES``
+_KEPT_LABELS = frozenset({"action", "outcome"})
 
 
 def _label(value: Any) -> str:
@@ -56,7 +69,9 @@ def _escaped(value: str) -> str:
 
 
 class Metrics:
-    def __init__(self) -> None:
+    def __init__(self, held: Callable[[], tuple[int, int, int]] | None = None) -> None:
+        #: the plugin's calls in flight, the calls holding part of their request and the bytes they hold
+        self._held = held
         self._lock = threading.Lock()
         self._values: dict[str, dict[tuple[tuple[str, str], ...], float]] = defaultdict(lambda: defaultdict(float))
 
@@ -64,9 +79,10 @@ class Metrics:
         return self._bounded(name, tuple(sorted((k, _label(v)) for k, v in labels.items())))
 
     def _bounded(self, name: str, key: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:
-        """``key``, or its ``other`` model group once the series is at its bound."""
+        """``key``, or, once the series is at its bound, ``key`` with every label but ``action`` and ``outcome`` set
+        to ``other`` (a new team as much as a new group: either would add a series)."""
         if key not in self._values[name] and len(self._values[name]) >= MAX_SERIES:
-            key = tuple(sorted((k, "other" if k == "model_group" else v) for k, v in key))
+            key = tuple((k, v if k in _KEPT_LABELS else "other") for k, v in key)
         return key
 
     def observe(self, record: Any, outcome: str, billed: int | None = None) -> None:
@@ -107,9 +123,11 @@ class Metrics:
 
     def families(self) -> list[tuple[str, str, list[tuple[dict[str, str], float]]]]:
         """Each metric's name, help and samples (labels, value), as one consistent snapshot."""
+        live = dict(zip(_LIVE, self._held(), strict=True)) if self._held is not None else {}
         with self._lock:
-            return [(metric, doc, [(dict(key), value) for key, value in sorted(self._values[name].items())])
-                    for name, (metric, _, doc) in _NAMES.items()]
+            return [(metric, doc, [({}, float(live[name]))] if name in _LIVE else
+                     [(dict(key), value) for key, value in sorted(self._values[name].items())])
+                    for name, (metric, _, doc) in _NAMES.items() if name in live or name not in _LIVE]
 
     def kind(self, metric: str) -> str:
         return next((kind for name, kind, _ in _NAMES.values() if name == metric), "counter")
@@ -120,7 +138,7 @@ class Metrics:
             lines += [f"# HELP {metric} {doc}", f"# TYPE {metric} {self.kind(metric)}"]
             for labels, value in samples:
                 text = ",".join(f'{k}="{_escaped(v)}"' for k, v in labels.items())
-                lines.append(f"{metric}{{{text}}} {_number(value)}")
+                lines.append(f"{metric}{{{text}}} {_number(value)}" if text else f"{metric} {_number(value)}")
         return "\n".join(lines) + "\n"
 
 

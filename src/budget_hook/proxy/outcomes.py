@@ -61,11 +61,17 @@ def purge_later(records: Any) -> None:
         asyncio.get_running_loop().call_later(records.failed_seconds + 1.0, records.purge)
 
 
+#: the values ``quoted`` searches (``learning.quotes_overflow``: every key, and no other value): LiteLLM's own objects
+#: in the body (``litellm_logging_obj``: the provider request, the exception and several copies) are never kept for it
+_SEARCHED = (dict, list, tuple, str, bytes)
+
+
 def snapshot(data: Mapping[str, Any]) -> dict[str, Any]:
     """``data`` two levels deep (its dicts and lists copied, what they hold shared): what ``quoted`` later
-    searches, whatever LiteLLM pops from the body or its metadata once the hooks ran."""
-    return {key: dict(value) if type(value) is dict else list(value) if type(value) is list else value
-            for key, value in data.items()}
+    searches, whatever LiteLLM pops from the body or its metadata once the hooks ran; a value it does not search is
+    kept as None under its key (keys are searched)."""
+    return {key: dict(value) if type(value) is dict else list(value) if type(value) is list else
+            value if isinstance(value, _SEARCHED) else None for key, value in data.items()}
 
 
 async def quoted(plugin: Any, call_id: Any) -> bool:

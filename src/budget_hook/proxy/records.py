@@ -4,8 +4,15 @@ Per call id: the decision record and, for a request that was forwarded, what its
 against (``Decided``). Both live and leave together, under one eviction. Headers and log callbacks read a
 request's record from here, never from request metadata, which a client can write (a forged record would
 otherwise reach headers and logs). A call is kept until its success or failure callback runs, however long
-a stream lasts; after a failure it stays a little (a retry or fallback may still come, and the proxy may ask
-for the error's headers afterwards).
+a stream lasts (up to ``IN_FLIGHT_SECONDS``); after a failure it stays a little (a retry or fallback may still
+come, and the proxy may ask for the error's headers afterwards).
+
+What a call keeps of its request (``Decided.content``, ``_Call.source``) is the one part that can be large. It
+holds objects LiteLLM holds anyway while the call runs, but not once the call is over, so it is let go as soon
+as nothing can ask for it (``release``: the proxy answered the failure), and bounded in age and bytes over all
+calls (``HELD_SECONDS``, ``HELD_BYTES``): past either, the oldest call's next attempt is decided again in full
+rather than compared, and its error teaches nothing. An attempt LiteLLM makes on a call it already settled
+(``settled``: a batch ``model: "a,b"`` whose second group fails) is decided without leaving a record behind.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 from ..budget import ModelLimits
@@ -24,6 +31,11 @@ IN_FLIGHT_RECORDS = 16_384
 #: after a failure a record stays this long, at most this many
 FAILED_RECORD_SECONDS = 30.0
 FAILED_RECORDS_KEPT = 1024
+#: a call still in flight this long is taken as one LiteLLM will never settle (its own default request timeout)
+IN_FLIGHT_SECONDS = 6000.0
+#: what calls keep of their requests, over all calls, at most this long and this many bytes (``held_size``)
+HELD_SECONDS = 600.0
+HELD_BYTES = 256 * 2**20
 
 R = TypeVar("R")
 
@@ -60,16 +72,35 @@ class _Call(Generic[R]):
     source: Any = None
     #: whether the request quotes overflow wording (``learning.quotes_overflow`` of ``source``), once asked
     quoted: bool | None = None
+    #: when it was remembered (``time.monotonic``), and the bytes of request it holds (``held_size``)
+    since: float = 0.0
+    size: int = 0
+
+    def release(self) -> None:
+        """Let go of what the call holds of its request: its next attempt is decided again in full (a field
+        the decision kept nothing of counts as changed), and its error teaches nothing (``quoted`` is True)."""
+        self.source = None
+        if self.decided is not None and self.decided.content:
+            self.decided = replace(self.decided, content={})
 
 
 class RecordStore(Generic[R]):
     def __init__(self, *, in_flight: int = IN_FLIGHT_RECORDS, failed_seconds: float = FAILED_RECORD_SECONDS,
-                 failed_kept: int = FAILED_RECORDS_KEPT) -> None:
+                 failed_kept: int = FAILED_RECORDS_KEPT, in_flight_seconds: float = IN_FLIGHT_SECONDS,
+                 held_seconds: float = HELD_SECONDS, held_bytes: int = HELD_BYTES) -> None:
         self.in_flight = in_flight
         self.failed_seconds = failed_seconds
         self.failed_kept = failed_kept
+        self.in_flight_seconds = in_flight_seconds
+        self.held_seconds = held_seconds
+        self.held_bytes = held_bytes
         self._records: OrderedDict[str, _Call[R]] = OrderedDict()
         self._failed: OrderedDict[str, tuple[float, _Call[R]]] = OrderedDict()
+        #: the calls that hold part of their request, oldest first, and the bytes they hold together
+        self._held: OrderedDict[str, _Call[R]] = OrderedDict()
+        self._held_total = 0
+        #: call ids whose outcome was logged (the last ``in_flight``): an attempt on one leaves no record
+        self._settled: OrderedDict[str, None] = OrderedDict()
         #: call ids two requests used while one was still here: a client may set its own
         #: (``x-litellm-call-id``), so neither request's answer can be paired with its record for learning
         self._collided: OrderedDict[str, None] = OrderedDict()
@@ -78,9 +109,10 @@ class RecordStore(Generic[R]):
         self._owners: OrderedDict[int, str] = OrderedDict()
         self._aliases: OrderedDict[str, str] = OrderedDict()
 
-    def remember(self, call_id: Any, record: R, decided: Decided | None = None, source: Any = None) -> None:
+    def remember(self, call_id: Any, record: R, decided: Decided | None = None, source: Any = None,
+                 size: int = 0) -> None:
         """A call's record (a new decision: what an earlier one left for attempts goes with it); ``source``:
-        the request it decided, for ``quoted``."""
+        the request it decided, for ``quoted``; ``size``: the bytes of request both hold (``held_size``)."""
         if not isinstance(call_id, str):
             return
         if call_id in self._records or call_id in self._failed:
@@ -88,10 +120,18 @@ class RecordStore(Generic[R]):
             self._collided.move_to_end(call_id)
             while len(self._collided) > self.in_flight:
                 self._collided.popitem(last=False)
-        self._records[call_id] = _Call(record, decided, source=source)
+        self._settled.pop(call_id, None)
+        self._unhold(call_id)
+        call = self._records[call_id] = _Call(record, decided, source=source, since=time.monotonic(), size=size)
         self._records.move_to_end(call_id)
-        while len(self._records) > self.in_flight:
-            self._records.popitem(last=False)
+        if source is not None or (decided is not None and decided.content):
+            self._held[call_id] = call
+            self._held_total += size
+        now = time.monotonic()
+        while self._records and (len(self._records) > self.in_flight
+                                 or next(iter(self._records.values())).since < now - self.in_flight_seconds):
+            self._unhold(self._records.popitem(last=False)[0])
+        self._bound(now)
         if decided is not None:
             self._owners[id(decided.marker)] = call_id
             while len(self._owners) > self.in_flight:
@@ -130,7 +170,7 @@ class RecordStore(Generic[R]):
         call = self._records.get(call_id)
         if call is None and call_id in self._failed:
             failed = self._failed.pop(call_id)[1]
-            self.remember(call_id, failed.record, failed.decided, failed.source)
+            self.remember(call_id, failed.record, failed.decided, failed.source, failed.size)
             call = self._records[call_id]
             call.quoted = failed.quoted
         if call is not None:
@@ -190,9 +230,9 @@ class RecordStore(Generic[R]):
         """The record for a finished call. A success is final; a failure keeps it for a little while."""
         call_id = self._own(call_id)
         call = self._records.pop(call_id, None)
-        if call is not None and call.quoted is None and outcome == "success":
-            call.source = None  # a success asks nothing of the request
+        self._mark_settled(call_id)
         if outcome == "success":
+            self._unhold(call_id)  # a success asks nothing of the request
             failed = self._failed.pop(call_id, None)
             return call.record if call is not None else (failed[1].record if failed else None)
         if call is None:
@@ -207,7 +247,50 @@ class RecordStore(Generic[R]):
         now = time.monotonic()
         while self._failed and (len(self._failed) > self.failed_kept
                                 or next(iter(self._failed.values()))[0] < now - self.failed_seconds):
-            self._failed.popitem(last=False)
+            self._unhold(self._failed.popitem(last=False)[0])
+        self._bound(now)
+
+    def settled(self, call_id: Any) -> bool:
+        """The call's outcome was logged and no request has used its id since: an attempt LiteLLM makes on it
+        after that (a batch ``model: "a,b"`` whose second group fails) gets no callback that would end it."""
+        return isinstance(call_id, str) and call_id in self._settled and self._call(call_id) is None
+
+    def forget(self, call_id: Any) -> None:
+        """The record an attempt on a settled call left (``settled``): gone at once, the call settled again."""
+        call_id = self._own(call_id)
+        if isinstance(call_id, str) and self._records.pop(call_id, None) is not None:
+            self._unhold(call_id)
+            self._mark_settled(call_id)
+
+    def _mark_settled(self, call_id: Any) -> None:
+        if isinstance(call_id, str):
+            self._settled[call_id] = None
+            self._settled.move_to_end(call_id)
+            while len(self._settled) > self.in_flight:
+                self._settled.popitem(last=False)
+
+    def release(self, call_id: Any) -> None:
+        """Nothing will ask for this call's request any more (the proxy answered its failure): what the call
+        holds of it is let go, the record stays (its headers and overflow answer may still be asked for)."""
+        self._unhold(self._own(call_id))
+
+    def held(self) -> tuple[int, int, int]:
+        """How many calls are in flight (or just failed), how many hold part of their request, and how many
+        bytes (``held_size``) they hold."""
+        return len(self._records) + len(self._failed), len(self._held), self._held_total
+
+    def _unhold(self, call_id: Any) -> None:
+        call = self._held.pop(call_id, None)
+        if call is not None:
+            self._held_total -= call.size
+            call.release()
+
+    def _bound(self, now: float) -> None:
+        """The oldest calls let go of their requests while the calls hold more than ``held_bytes`` together,
+        or held them longer than ``held_seconds``."""
+        while self._held and (self._held_total > self.held_bytes
+                              or next(iter(self._held.values())).since < now - self.held_seconds):
+            self._unhold(next(iter(self._held)))
 
     def in_flight_ids(self) -> list[str]:
         return list(self._records)

@@ -23,6 +23,9 @@ cannot see:
   attempt) or refused with the plugin's HTTP 400. A pass-through body in a format budget_hook cannot read, to
   a generation endpoint (Bedrock ``converse``, a non-Anthropic ``invoke``), is refused under
   ``unknown_routes: block``; other pass-through endpoints (``tokenize``, a NIM ``infer``) are forwarded.
+  On an A2A route (``A2A_ROUTE``), LiteLLM's completion bridge calls ``litellm.acompletion`` for an agent outside
+  the router (no group, no deployment): the call is decided against its model's own window (the model map's, else
+  ``unknown_window``), as for a group of that name.
 """
 
 from __future__ import annotations
@@ -46,6 +49,8 @@ _CALL_TYPES = {"chat": "acompletion", "anthropic": "anthropic_messages", "respon
                "gemini": "agenerate_content", "embeddings": "aembedding", "completions": "atext_completion"}
 
 _COMPACT = ("acompact_responses", "compact_responses")
+#: the routes where LiteLLM's A2A completion bridge makes its calls (``/a2a/{agent_id}``, ``.../message/send``)
+A2A_ROUTE = re.compile(r"^(/v1)?/a2a/(?!discover$)[^/]+(/message/send)?/?$")
 _ROUTE: ContextVar[str | None] = ContextVar("budget_hook_route", default=None)
 
 _MODEL_IN_PATH = (
@@ -194,6 +199,9 @@ async def undecided_attempt(plugin: Any, kwargs: dict[str, Any], call_type: Any,
     if call_type == ROUTER_PASS_THROUGH:
         return await _pass_through_attempt(plugin, kwargs, error_type)
     shape, group = SHAPES.for_call_type(call_type), _routed_group(kwargs)
+    model = kwargs.get("model")
+    if group is None and isinstance(model, str) and model and A2A_ROUTE.match(_ROUTE.get() or ""):
+        group = model  # an agent's model, called by the A2A completion bridge outside the router
     if shape is None or group is None or not isinstance(kwargs.get("litellm_call_id"), str):
         return None  # not a router attempt of a shape we read (health checks, LiteLLM's own calls)
     operator = operator_prompt_parameters(kwargs, own)

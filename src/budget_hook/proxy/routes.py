@@ -63,6 +63,9 @@ ROUTES: tuple[RouteClass, ...] = (
     _b("chat", "acompletion (a stored prompt tried on a model)", "/prompts/test"),
     _b("chat", f"acompletion through the router, {_PER_ATTEMPT} (admin policy-template tools)",
        "/policy/templates/enrich", "/policy/templates/enrich/stream"),
+    _b("chat", "acompletion of LiteLLM's A2A completion bridge (an agent with a custom_llm_provider), per call "
+       "(async_pre_call_deployment_hook) against its model's own window; an agent at its own URL is its own server",
+       "/a2a/{agent_id}", "/a2a/{agent_id}/message/send", "/v1/a2a/{agent_id}/message/send"),
     _b("completions", "atext_completion", "/completions", "/v1/completions", "/engines/*/completions",
        "/openai/deployments/*/completions"),
     _b("embeddings", "aembedding", "/embeddings", "/v1/embeddings", "/engines/*/embeddings",
@@ -100,8 +103,8 @@ ROUTES: tuple[RouteClass, ...] = (
        "/batches*", "/v1/batches*", "/*/v1/batches*", "/fine_tuning/*", "/v1/fine_tuning/*", "/v1/evals*"),
     _e("Assistants runs: the thread lives on the provider, which truncates it to the window itself",
        "/threads/*/runs", "/v1/threads/*/runs"),
-    _e("agents (A2A) and tool servers: their own servers, not model deployments; what they ask of a model "
-       "through this gateway is budgeted on that route (MCP sampling as chat)", "/a2a/*", "/v1/a2a/*",
+    _e("agents (A2A: their cards) and tool servers: their own servers, not model deployments; what they ask of "
+       "a model through this gateway is budgeted on that route (MCP sampling as chat)", "/a2a/*", "/v1/a2a/*",
        "/mcp*", "MOUNT /mcp", "/{mcp_server_name}/mcp", "/toolset/*", "/mcp-rest/*", "/tinyfish/*"),
     _e("retrieval: provider-side search and embeddings over stored chunks", "/vector_stores/*/search",
        "/v1/vector_stores/*/search", "/rag/ingest", "/v1/rag/ingest", "/search", "/search/{search_tool_name}",

@@ -1,0 +1,62 @@
+"""An A2A agent served by LiteLLM's completion bridge, through a real proxy (both versions).
+
+An agent configured with a ``custom_llm_provider`` is answered by ``litellm.acompletion`` on the agent's model,
+outside the router: no group, no deployment, no pre-call hook for the model call. A review sent 9,021 tokens through
+``/a2a/{agent}/message/send`` to a 4k model. The call is now decided against the agent model's own window (here
+``gpt-4``'s 8,192 from LiteLLM's model map, which the fake provider enforces too).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import httpx
+import pytest
+
+from .harness import MASTER_KEY, serve_config, start_fake_provider, upstream_payloads
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("a2a")
+    upstream = start_fake_provider(folder, {"gpt-4": 8192})
+    config = {  # the router's own group is not the agent's: the bridge calls its model outside the router
+        "model_list": [{"model_name": "small", "litellm_params": {
+            "model": "openai/gpt-4", "api_key": "fake-key", "api_base": f"http://127.0.0.1:{upstream.port}/v1"}}],
+        "agents": [{"agent_name": "helper", "agent_card_params": {"name": "helper", "description": "answers",
+                                                                  "url": "http://127.0.0.1:9/helper", "version": "1.0"},
+                    "litellm_params": {"custom_llm_provider": "openai", "model": "gpt-4", "api_key": "fake-key",
+                                       "api_base": f"http://127.0.0.1:{upstream.port}/v1"}}],
+        "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
+        "callback_settings": {"budget_hook": {}},
+    }
+    yield from serve_config(folder, config, upstream)
+
+
+def send(process, text: str) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": "message/send",
+            "params": {"message": {"role": "user", "kind": "message", "messageId": uuid.uuid4().hex,
+                                   "parts": [{"kind": "text", "text": text}]}}}
+    return httpx.post(f"{process.base_url}/a2a/helper/message/send", json=body, timeout=60,
+                      headers={"authorization": f"Bearer {MASTER_KEY}"})
+
+
+def test_an_agent_message_over_its_model_s_window_never_reaches_the_provider(proxy):
+    process, upstream = proxy
+    marker = f"a2a-over-{uuid.uuid4().hex[:8]}"
+    response = send(process, f"[{marker}] " + "word " * 9000)
+    assert response.status_code < 500 or "budget_hook" in response.text, response.text
+    assert "budget_hook blocked this request (context_length_exceeded)" in response.text, response.text
+    assert [p for p in upstream_payloads(upstream) if marker in json.dumps(p["body"])] == []
+
+
+def test_an_agent_message_that_fits_is_answered(proxy):
+    process, upstream = proxy
+    marker = f"a2a-fits-{uuid.uuid4().hex[:8]}"
+    response = send(process, f"[{marker}] what is two and two?")
+    assert response.status_code == 200, response.text
+    assert "ok: " in response.text, response.text
+    assert [p for p in upstream_payloads(upstream) if marker in json.dumps(p["body"])]
