@@ -550,7 +550,7 @@ AUDITED: dict[tuple[str, str | bytes], str] = {
      r"streamGenerateContent|rawPredict|streamRawPredict)$"): "match on a request path, anchored",
     ("budget_hook.proxy.route_guard", r"^/azure(?:_ai)?/(?:.*/)?deployments/([^/]+)/(?:chat/completions|completions|"
      r"embeddings|responses)$"): "match on a request path, anchored",
-    ("budget_hook.proxy.route_guard", r"^(/v1)?/a2a/(?!discover$)[^/]+(/message/send)?/?$"):
+    ("budget_hook.proxy.route_guard", r"^(?!/v1/a2a/discover/?$)(/v1)?/a2a/[^/]+(/message/send)?/?$"):
         "match on the request's path: anchored, one class run between literals, no nested repeat",
     ("budget_hook.proxy.route_guard", r"chat/completions$"): "search on a path: literals",
     ("budget_hook.proxy.route_guard", r"(^|/)completions$"): "search on a path: literals",

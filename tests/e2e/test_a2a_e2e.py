@@ -9,12 +9,13 @@ outside the router: no group, no deployment, no pre-call hook for the model call
 from __future__ import annotations
 
 import json
+import shutil
 import uuid
 
 import httpx
 import pytest
 
-from .harness import MASTER_KEY, serve_config, start_fake_provider, upstream_payloads
+from .harness import HERE, MASTER_KEY, serve_config, start_fake_provider, upstream_payloads
 
 pytestmark = pytest.mark.e2e
 
@@ -32,16 +33,20 @@ def proxy(tmp_path_factory):
                                        "api_base": f"http://127.0.0.1:{upstream.port}/v1"}}],
         "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
         "callback_settings": {"budget_hook": {}},
+        # test keys with teams (tests/e2e/proxy_support/e2e_auth.py): sk-team-meta's team caps input at 1,000
+        "general_settings": {"custom_auth": "e2e_auth.user_api_key_auth"},
     }
+    for support in (HERE / "proxy_support").glob("*.py"):
+        shutil.copy(support, folder / support.name)
     yield from serve_config(folder, config, upstream)
 
 
-def send(process, text: str) -> httpx.Response:
+def send(process, text: str, key: str = MASTER_KEY) -> httpx.Response:
     body = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": "message/send",
             "params": {"message": {"role": "user", "kind": "message", "messageId": uuid.uuid4().hex,
                                    "parts": [{"kind": "text", "text": text}]}}}
     return httpx.post(f"{process.base_url}/a2a/helper/message/send", json=body, timeout=60,
-                      headers={"authorization": f"Bearer {MASTER_KEY}"})
+                      headers={"authorization": f"Bearer {key}"})
 
 
 def test_an_agent_message_over_its_model_s_window_never_reaches_the_provider(proxy):
@@ -60,3 +65,13 @@ def test_an_agent_message_that_fits_is_answered(proxy):
     assert response.status_code == 200, response.text
     assert "ok: " in response.text, response.text
     assert [p for p in upstream_payloads(upstream) if marker in json.dumps(p["body"])]
+
+
+def test_an_agent_message_follows_the_caller_s_team_policy(proxy):
+    """The bridge's own call carries no proxy metadata: the caller the proxy authenticated for the A2A request is
+    the one whose team and key policies apply (this team caps input at 1,000 tokens, under the model's 8,192)."""
+    process, upstream = proxy
+    marker = f"a2a-team-{uuid.uuid4().hex[:8]}"
+    response = send(process, f"[{marker}] " + "word " * 3000, key="sk-team-meta")
+    assert "budget_hook blocked this request (context_length_exceeded)" in response.text, response.text
+    assert [p for p in upstream_payloads(upstream) if marker in json.dumps(p["body"])] == []

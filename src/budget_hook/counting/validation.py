@@ -47,5 +47,5 @@ def empty_texts(content: Any) -> int:
         return int(not content.strip())
     if not isinstance(content, list):
         return 0
-    return sum(1 for part in content if isinstance(part, Mapping) and part.get("type") in _TEXT_PARTS
-               and (not isinstance(part.get("text"), str) or not part["text"].strip()))
+    return sum(1 for part in content if isinstance(part, Mapping) and isinstance(part.get("type"), str)
+               and part["type"] in _TEXT_PARTS and (not isinstance(part.get("text"), str) or not part["text"].strip()))

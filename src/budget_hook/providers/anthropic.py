@@ -34,6 +34,52 @@ PROFILE_TERMS: dict[str, Any] = dict(
     structured_output_overhead=210,  # output_format JSON-schema preamble (a $defs schema is billed 54 beyond 150)
 )
 
+#: what budget_hook writes for a tool call left unanswered (the sentence LiteLLM's ``modify_params`` would write)
+UNANSWERED = "[System: Tool execution skipped/interrupted by user. No result provided for tool '{name}'.]"
+
+
+def answer_unanswered_calls(messages: list[Any]) -> list[Any] | None:
+    """``messages`` as LiteLLM's ``modify_params`` would send them to Claude, in one linear pass: each assistant
+    message's tool results moved right after it (LiteLLM finds a result anywhere before the next assistant message;
+    the trimmer keeps a call with the results next to it), and a result (``UNANSWERED``) for each call with none.
+    LiteLLM's ``sanitize_messages_for_tool_calling`` then finds nothing left to add (its own pass is quadratic in
+    the results after one assistant message). None: nothing to change. The caller's messages are never edited."""
+    out: list[Any] = []
+    held: list[Any] = []  # what came after the current assistant message and is not one of its results
+    calls: dict[str, str] = {}  # the current assistant message's unanswered call ids -> tool names
+    changed = False
+
+    def close() -> None:
+        nonlocal changed
+        out.extend({"role": "tool", "tool_call_id": call_id, "content": UNANSWERED.format(name=name)}
+                   for call_id, name in calls.items())
+        changed = changed or bool(calls)
+        out.extend(held)
+        calls.clear()
+        held.clear()
+    for message in messages:
+        role = message.get("role") if isinstance(message, dict) else None
+        call_id = message.get("tool_call_id") if role in ("tool", "function") else None
+        if role == "assistant":
+            close()
+            out.append(message)
+            for call in message.get("tool_calls") or () if isinstance(message.get("tool_calls"), list) else ():
+                function = call.get("function") if isinstance(call, dict) else None
+                name = function.get("name") if isinstance(function, dict) else None
+                if isinstance(call, dict) and isinstance(call.get("id"), str) and call["id"]:
+                    calls[call["id"]] = name if isinstance(name, str) else "unknown_tool"
+        elif isinstance(call_id, str) and call_id in calls:
+            changed = changed or bool(held)
+            del calls[call_id]
+            out.append(message)  # before what was held: next to its call
+        elif held or calls:
+            held.append(message)
+        else:
+            out.append(message)
+    close()
+    return out if changed else None
+
+
 #: Claude, per generation: the hidden tool-use system prompt grows with the generation (fitted per generation
 #: on billed usage, ``bench/accuracy.py``), and the text factor of the newest and unknown generations is
 #: the heaviest seen (claude-sonnet-5 text is billed up to 1.38x o200k)

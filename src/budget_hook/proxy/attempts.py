@@ -13,7 +13,7 @@ calls ``async_pre_call_deployment_hook`` for each attempt, and the adapter hands
   passed in), and noted in the record's ``attempts``.
 
 The plugin is duck-typed (``settings``, ``records``, ``offloader``, ``deployment_windows``, ``learning``,
-``model_limits``, ``async_pre_call_hook``); ``router`` returns LiteLLM's router, or None.
+``model_limits``, ``litellm_rewrite``, ``async_pre_call_hook``); ``router`` returns LiteLLM's router, or None.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
             return None  # nothing differs: the first decision holds for this deployment
         # in the attempt's own format: LiteLLM may have translated the body on the way (a /v1/messages call to
         # an OpenAI deployment reaches it as a Responses call)
-        request = labelled(router(), replace(decided.request, shape=shape, body=kwargs, model_group=group,
+        body = plugin.litellm_rewrite(shape, kwargs, limits)  # a fallback to Claude gets what LiteLLM writes there
+        request = labelled(router(), replace(decided.request, shape=shape, body=body, model_group=group,
                                              limits=limits, client_body=False))
         decision = await plugin.offloader.run(lambda: decide(request, plugin.settings), kwargs,
                                               weight=decision_weight(limits))

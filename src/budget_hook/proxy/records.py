@@ -247,7 +247,9 @@ class RecordStore(Generic[R]):
         now = time.monotonic()
         while self._failed and (len(self._failed) > self.failed_kept
                                 or next(iter(self._failed.values()))[0] < now - self.failed_seconds):
-            self._unhold(self._failed.popitem(last=False)[0])
+            call_id, (_, call) = self._failed.popitem(last=False)
+            if self._held.get(call_id) is call:  # not a newer call that reused its id
+                self._unhold(call_id)
         self._bound(now)
 
     def settled(self, call_id: Any) -> bool:

@@ -25,7 +25,8 @@ cannot see:
   ``unknown_routes: block``; other pass-through endpoints (``tokenize``, a NIM ``infer``) are forwarded.
   On an A2A route (``A2A_ROUTE``), LiteLLM's completion bridge calls ``litellm.acompletion`` for an agent outside
   the router (no group, no deployment): the call is decided against its model's own window (the model map's, else
-  ``unknown_window``), as for a group of that name.
+  ``unknown_window``), as for a group of that name, for the caller the proxy authenticated for the A2A request
+  (``note_a2a_caller``, from the pre-call hook the proxy runs for it).
 """
 
 from __future__ import annotations
@@ -49,8 +50,14 @@ _CALL_TYPES = {"chat": "acompletion", "anthropic": "anthropic_messages", "respon
                "gemini": "agenerate_content", "embeddings": "aembedding", "completions": "atext_completion"}
 
 _COMPACT = ("acompact_responses", "compact_responses")
+#: the call type the proxy runs the pre-call hook with for an A2A request
+A2A_CALL_TYPE = "asend_message"
 #: the routes where LiteLLM's A2A completion bridge makes its calls (``/a2a/{agent_id}``, ``.../message/send``)
-A2A_ROUTE = re.compile(r"^(/v1)?/a2a/(?!discover$)[^/]+(/message/send)?/?$")
+A2A_ROUTE = re.compile(r"^(?!/v1/a2a/discover/?$)(/v1)?/a2a/[^/]+(/message/send)?/?$")
+#: the caller the proxy authenticated for the A2A request in progress (``note_a2a_caller``): the bridge's own call
+#: carries no proxy metadata, and the team's and key's policies must apply to it too
+_A2A_CALLER: ContextVar[Any] = ContextVar("budget_hook_a2a_caller", default=None)
+_A2A_ROUTE_MATCH = A2A_ROUTE.match
 _ROUTE: ContextVar[str | None] = ContextVar("budget_hook_route", default=None)
 
 _MODEL_IN_PATH = (
@@ -191,6 +198,12 @@ def _caller(kwargs: Mapping[str, Any]) -> Any:
     return None
 
 
+def note_a2a_caller(call_type: Any, user_api_key_dict: Any) -> None:
+    """From the pre-call hook: the caller of an A2A request (``asend_message``), for the calls its bridge makes."""
+    if call_type == A2A_CALL_TYPE and _A2A_ROUTE_MATCH(_ROUTE.get() or ""):
+        _A2A_CALLER.set(user_api_key_dict)
+
+
 async def undecided_attempt(plugin: Any, kwargs: dict[str, Any], call_type: Any, error_type: Any,
                             own: Callable[[], Mapping[str, Any]] = dict) -> dict[str, Any] | None:
     """A router attempt no pre-call decision covers: decided now (the kwargs to send, or None to send them as
@@ -199,14 +212,15 @@ async def undecided_attempt(plugin: Any, kwargs: dict[str, Any], call_type: Any,
     if call_type == ROUTER_PASS_THROUGH:
         return await _pass_through_attempt(plugin, kwargs, error_type)
     shape, group = SHAPES.for_call_type(call_type), _routed_group(kwargs)
-    model = kwargs.get("model")
-    if group is None and isinstance(model, str) and model and A2A_ROUTE.match(_ROUTE.get() or ""):
-        group = model  # an agent's model, called by the A2A completion bridge outside the router
+    model, caller = kwargs.get("model"), _caller(kwargs)
+    if group is None and isinstance(model, str) and model and _A2A_ROUTE_MATCH(_ROUTE.get() or ""):
+        # an agent's model, called by the A2A completion bridge outside the router, for the A2A request's caller
+        group, caller = model, caller or _A2A_CALLER.get()
     if shape is None or group is None or not isinstance(kwargs.get("litellm_call_id"), str):
         return None  # not a router attempt of a shape we read (health checks, LiteLLM's own calls)
     operator = operator_prompt_parameters(kwargs, own)
     probe = {**{k: v for k, v in kwargs.items() if k not in operator}, "model": group}
-    forwarded = await plugin.async_pre_call_hook(_caller(kwargs), None, probe, call_type)
+    forwarded = await plugin.async_pre_call_hook(caller, None, probe, call_type)
     if not isinstance(forwarded, dict) or forwarded is probe:
         return None
     return {**forwarded, **operator, "model": kwargs.get("model")}
