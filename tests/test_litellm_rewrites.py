@@ -51,14 +51,19 @@ def conversation(plan) -> list[dict]:
         if kind == "user":
             messages.append({"role": "user", "content": value})
         elif kind == "assistant":
-            calls = [{"id": f"call_{made + i}", "type": "function",
+            calls = [{"id": ident(made + i), "type": "function",
                       "function": {"name": f"tool_{(made + i) % 3}", "arguments": '{"path": "src"}'}}
                      for i in range(value)]
             made += value
             messages.append({"role": "assistant", "content": "working", **({"tool_calls": calls} if calls else {})})
         elif made:
-            messages.append({"role": "tool", "tool_call_id": f"call_{value % made}", "content": "output " * 60})
+            messages.append({"role": "tool", "tool_call_id": ident(value % made), "content": "output " * 60})
     return messages
+
+
+def ident(number: int) -> str | int:
+    """A call id: a string, or now and then a number (LiteLLM matches ids as they are)."""
+    return number + 1 if number % 5 == 4 else f"call_{number}"
 
 
 @settings(max_examples=150, deadline=None)
@@ -108,3 +113,27 @@ def test_results_after_a_user_message_stay_with_their_calls_when_trimmed(modify_
     out = asyncio.run(claude_plugin(16_000).async_pre_call_hook(UserAPIKeyAuth(), None, body, "acompletion"))
     assert [m["role"] for m in out["messages"][:3]] == ["user", "assistant", "tool"]
     assert added_results(out["messages"]) == [] and body["messages"] is messages
+
+
+def test_written_only_where_litellm_writes_it_and_never_over_a_malformed_message(modify_params):
+    """A review of the fix: a call id that is not a string is matched as LiteLLM matches it (any value, as is);
+    the rewrite applies to the providers LiteLLM sends through ``anthropic_messages_pt`` (not OpenRouter or
+    Bedrock Converse, which never get that rewrite); a malformed message is left for the decision's validation to
+    name at its place in the client's request."""
+    from budget_hook.budget import ModelLimits
+    from budget_hook.proxy.hook import litellm_rewrite
+    from budget_hook.shapes import SHAPES
+
+    chat = SHAPES.for_call_type("acompletion")
+    body = {"messages": [{"role": "user", "content": "go"}, {"role": "assistant", "content": "x", "tool_calls": [
+        {"id": 5, "type": "function", "function": {"name": "f", "arguments": "{}"}}]}]}
+    claude = ModelLimits(10_000, "test", "anthropic/claude-sonnet-4-5")
+    rewritten = litellm_rewrite(chat, body, claude)
+    assert rewritten["messages"][2]["tool_call_id"] == 5 and added_results(rewritten["messages"]) == []
+    for model in ("openrouter/anthropic/claude-sonnet-4-5", "bedrock/converse/anthropic.claude-sonnet-4-5", "gpt-4o"):
+        assert litellm_rewrite(chat, body, ModelLimits(10_000, "test", model)) is body
+    bad = {"messages": [*body["messages"], {"role": "user", "content": 5}]}
+    assert litellm_rewrite(chat, bad, claude) is bad
+    with pytest.raises(BudgetHookHTTPError, match=r"messages\[2\]\.content"):
+        asyncio.run(claude_plugin(10_000).async_pre_call_hook(UserAPIKeyAuth(), None, {**bad, "model": "claude"},
+                                                              "acompletion"))

@@ -39,14 +39,16 @@ UNANSWERED = "[System: Tool execution skipped/interrupted by user. No result pro
 
 
 def answer_unanswered_calls(messages: list[Any]) -> list[Any] | None:
-    """``messages`` as LiteLLM's ``modify_params`` would send them to Claude, in one linear pass: each assistant
-    message's tool results moved right after it (LiteLLM finds a result anywhere before the next assistant message;
-    the trimmer keeps a call with the results next to it), and a result (``UNANSWERED``) for each call with none.
-    LiteLLM's ``sanitize_messages_for_tool_calling`` then finds nothing left to add (its own pass is quadratic in
-    the results after one assistant message). None: nothing to change. The caller's messages are never edited."""
+    """``messages`` written so that LiteLLM's ``modify_params`` rewrite for Claude
+    (``sanitize_messages_for_tool_calling``) finds nothing to add, trimmed or not, in one linear pass: each assistant
+    message's tool results moved right after it (LiteLLM finds a result anywhere before the next assistant message,
+    the trimmer keeps a call with the results next to it: a result left after a user message could be dropped
+    apart from its call), and a result (``UNANSWERED``) for each call with none, as LiteLLM writes it. A call's id
+    is matched as LiteLLM matches it (any value, compared as is). None: nothing to change. The caller's messages
+    are never edited."""
     out: list[Any] = []
     held: list[Any] = []  # what came after the current assistant message and is not one of its results
-    calls: dict[str, str] = {}  # the current assistant message's unanswered call ids -> tool names
+    calls: dict[Any, str] = {}  # the current assistant message's unanswered call ids -> tool names
     changed = False
 
     def close() -> None:
@@ -66,9 +68,9 @@ def answer_unanswered_calls(messages: list[Any]) -> list[Any] | None:
             for call in message.get("tool_calls") or () if isinstance(message.get("tool_calls"), list) else ():
                 function = call.get("function") if isinstance(call, dict) else None
                 name = function.get("name") if isinstance(function, dict) else None
-                if isinstance(call, dict) and isinstance(call.get("id"), str) and call["id"]:
+                if isinstance(call, dict) and isinstance(call.get("id"), (str, int, float)) and call["id"]:
                     calls[call["id"]] = name if isinstance(name, str) else "unknown_tool"
-        elif isinstance(call_id, str) and call_id in calls:
+        elif isinstance(call_id, (str, int, float)) and call_id in calls:
             changed = changed or bool(held)
             del calls[call_id]
             out.append(message)  # before what was held: next to its call

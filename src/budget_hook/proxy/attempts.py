@@ -82,11 +82,13 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
             return None  # nothing differs: the first decision holds for this deployment
         # in the attempt's own format: LiteLLM may have translated the body on the way (a /v1/messages call to
         # an OpenAI deployment reaches it as a Responses call)
-        body = plugin.litellm_rewrite(shape, kwargs, limits)  # a fallback to Claude gets what LiteLLM writes there
-        request = labelled(router(), replace(decided.request, shape=shape, body=body, model_group=group,
+        request = labelled(router(), replace(decided.request, shape=shape, body=kwargs, model_group=group,
                                              limits=limits, client_body=False))
-        decision = await plugin.offloader.run(lambda: decide(request, plugin.settings), kwargs,
-                                              weight=decision_weight(limits))
+
+        def decide_attempt() -> Decision:  # a fallback to Claude gets what LiteLLM writes there (in the pool too)
+            body = plugin.litellm_rewrite(shape, kwargs, limits)
+            return decide(request if body is kwargs else replace(request, body=body), plugin.settings)
+        decision = await plugin.offloader.run(decide_attempt, kwargs, weight=decision_weight(limits))
         # the Responses chain the provider holds, counted against this attempt's own window too
         decision = chained(decision, Chain(decided.chain) if decided.chain is not None else None, kwargs)
     except Exception as exc:  # the plugin's own failure, per the fail mode of the first decision

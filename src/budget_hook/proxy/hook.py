@@ -41,7 +41,8 @@ from ..budget import ModelLimits
 from ..counting import templated
 from ..counting.cache import COUNT_CACHE
 from ..counting.profiles import resolve_tokenizer
-from ..errors import PolicyError
+from ..counting.validation import validate_message
+from ..errors import MalformedRequestError, PolicyError
 from ..learning import Calibration, teacher_of
 from ..pipeline import BudgetRequest, Decision, DecisionRecord, InternalFailure, advertised, decide, decision_weight
 from ..pipeline.record import BUDGET_HEADERS
@@ -175,11 +176,23 @@ def litellm_rewrite(shape: Shape, data: dict, limits: ModelLimits) -> dict:
     (``providers.anthropic.answer_unanswered_calls``: each call next to its results, which trimming keeps
     together), so it is counted, trimmed and forwarded as sent, and LiteLLM finds nothing left to add. Else ``data``."""
     messages = data.get("messages")
-    if not litellm.modify_params or shape.name != "chat" or not isinstance(messages, list) or resolve_tokenizer(
-            limits.counting_model, base_model=limits.base_model).family != "anthropic":
+    if not litellm.modify_params or shape.name != "chat" or not isinstance(messages, list) \
+            or not limits.counting_model.startswith(SANITIZED_PROVIDERS) or resolve_tokenizer(
+                limits.counting_model, base_model=limits.base_model).family != "anthropic":
+        return data
+    try:  # a malformed message is named by the decision's validation, at its place in the client's request
+        for index, message in enumerate(messages):
+            validate_message(message, index)
+    except MalformedRequestError:
         return data
     answered = answer_unanswered_calls(messages)
     return data if answered is None else {**data, "messages": answered}
+
+
+#: the providers whose chat calls to Claude LiteLLM writes through ``anthropic_messages_pt`` (so through
+#: ``sanitize_messages_for_tool_calling``): Anthropic's API, Vertex AI, Azure AI, Bedrock's invoke route, and a
+#: bare ``claude-`` name (LiteLLM's default provider for it); not Bedrock Converse or OpenRouter (rules of their own)
+SANITIZED_PROVIDERS = ("anthropic/", "vertex_ai/", "azure_ai/", "bedrock/invoke/", "claude-")
 
 
 def _router_limits(group: str) -> ModelLimits:
