@@ -350,8 +350,8 @@ class TokenCounter:
                     text += self.count_text(canonical_json(call))
         media += signature_tokens(message, profile.signature_chars_per_token) if profile.family == "gemini" else 0
         framing -= 2 if role == "function" else 0  # legacy function results carry less framing (measured)
-        if profile.empty_text and role in ("user", "assistant"):  # what LiteLLM writes over an empty text
-            text += empty_texts(content) * self.count_text(profile.empty_text)
+        if profile.empty_text and role in ("user", "assistant") and (empty := empty_texts(content)):
+            text += empty * self.count_text(profile.empty_text)  # what LiteLLM writes over an empty text
         text += self.count_text(refusal) if isinstance(refusal := message.get("refusal"), str) else 0
         thinking, reasoning = message.get("thinking_blocks"), message.get("reasoning_content")
         blocks = isinstance(thinking, list) and bool(thinking)

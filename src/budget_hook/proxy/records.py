@@ -116,10 +116,7 @@ class RecordStore(Generic[R]):
         if not isinstance(call_id, str):
             return
         if call_id in self._records or call_id in self._failed:
-            self._collided[call_id] = None
-            self._collided.move_to_end(call_id)
-            while len(self._collided) > self.in_flight:
-                self._collided.popitem(last=False)
+            self._keep(self._collided, call_id, None)
         self._settled.pop(call_id, None)
         self._unhold(call_id)
         call = self._records[call_id] = _Call(record, decided, source=source, since=time.monotonic(), size=size)
@@ -133,9 +130,7 @@ class RecordStore(Generic[R]):
             self._unhold(self._records.popitem(last=False)[0])
         self._bound(now)
         if decided is not None:
-            self._owners[id(decided.marker)] = call_id
-            while len(self._owners) > self.in_flight:
-                self._owners.popitem(last=False)
+            self._keep(self._owners, id(decided.marker), call_id)
 
     def adopt(self, call_id: Any, kwargs: Mapping[str, Any]) -> bool:
         """An unknown call carrying the record object another call's decision attached (an identity no client
@@ -150,9 +145,7 @@ class RecordStore(Generic[R]):
             owner = self._owners.get(id(marker)) if marker is not None else None
             decided = self.decided(owner) if owner is not None else None
             if owner is not None and owner != call_id and decided is not None and decided.marker is marker:
-                self._aliases[call_id] = owner
-                while len(self._aliases) > self.in_flight:
-                    self._aliases.popitem(last=False)
+                self._keep(self._aliases, call_id, owner)
                 return True
         return False
 
@@ -266,10 +259,14 @@ class RecordStore(Generic[R]):
 
     def _mark_settled(self, call_id: Any) -> None:
         if isinstance(call_id, str):
-            self._settled[call_id] = None
-            self._settled.move_to_end(call_id)
-            while len(self._settled) > self.in_flight:
-                self._settled.popitem(last=False)
+            self._keep(self._settled, call_id, None)
+
+    def _keep(self, table: OrderedDict[Any, Any], key: Any, value: Any) -> None:
+        """``key`` -> ``value`` as the newest entry of ``table``, whose oldest go past ``in_flight`` entries."""
+        table[key] = value
+        table.move_to_end(key)
+        while len(table) > self.in_flight:
+            table.popitem(last=False)
 
     def release(self, call_id: Any) -> None:
         """Nothing will ask for this call's request any more (the proxy answered its failure): what the call
