@@ -6,6 +6,8 @@ import base64
 import zlib
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from budget_hook.budget import ModelLimits
 from budget_hook.counting import TokenCounter
@@ -105,3 +107,105 @@ def test_audio_and_video_cost_at_least_their_duration_at_the_lowest_bitrates():
     audio_file = "data:audio/ogg;base64," + one_minute_speech
     body = {"messages": [{"role": "user", "content": [{"type": "file", "file": {"file_data": audio_file}}]}]}
     assert GPT.count_request(body).total >= 32 * 60
+
+
+# --- a part priced as what LiteLLM sends for it (counting.parts.sent_as) ----------------------------------
+# An attack review (2026-12-06): LiteLLM sends a PDF in an image_url to Claude as a document and to Gemini as
+# inline_data, reads a file's ``format`` over its data URL's type, passes an Anthropic ``document`` part on chat
+# through to Claude, and sends gs:// and Files API URLs to Gemini as file references. Priced by their ``type``, a
+# 100-page PDF was 1,577-2,377 tokens against 300,023 as the PDF; the references were never flagged.
+
+PDF_100 = pdf(100)
+PDF_BODY = PDF_100.partition(",")[2]
+
+
+def chat_part(part: dict) -> dict:
+    return {"messages": [{"role": "user", "content": [{"type": "text", "text": "summarise"}, part]}]}
+
+
+AS_FILE = chat_part({"type": "file", "file": {"file_data": PDF_100}})
+DISGUISED = {
+    "image_url_with_a_pdf": {"type": "image_url", "image_url": {"url": PDF_100}},
+    "image_url_string_with_a_pdf": {"type": "image_url", "image_url": PDF_100},
+    "image_url_declared_pdf": {"type": "image_url", "image_url": {"url": "data:image/png;base64," + PDF_BODY,
+                                                                  "format": "application/pdf"}},
+    "file_text_declared_pdf": {"type": "file", "file": {"file_data": "data:text/plain;base64," + PDF_BODY,
+                                                        "format": "application/pdf"}},
+    "chat_document_part": {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
+                                                          "data": PDF_BODY}},
+}
+
+
+@pytest.mark.parametrize("name", DISGUISED)
+@pytest.mark.parametrize("counter", [GPT, CLAUDE, TokenCounter.for_model("gemini/gemini-2.5-flash")],
+                         ids=["gpt", "claude", "gemini"])
+def test_a_pdf_is_priced_as_a_pdf_whatever_part_carries_it(name, counter):
+    assert counter.count_request(chat_part(DISGUISED[name])).total >= counter.count_request(AS_FILE).total
+
+
+@pytest.mark.parametrize("part", [
+    {"type": "image_url", "image_url": {"url": "gs://bucket/book.pdf"}},
+    {"type": "image_url", "image_url": {"url": "https://generativelanguage.googleapis.com/v1beta/files/abc"}},
+    {"type": "image_url", "image_url": {"url": "https://example.com/clip", "format": "video/mp4"}},
+    {"type": "document", "source": {"type": "url", "url": "https://example.com/big.pdf"}},
+    {"type": "document", "source": {"type": "file", "file_id": "file_011CNha8iCJcU1wXNR6q4V8w"}},
+], ids=["gs-pdf", "files-api", "https-declared-video", "document-url", "document-file-id"])
+def test_a_file_by_reference_in_any_part_is_flagged_and_blocked_when_the_policy_says_so(part):
+    body = chat_part(part)
+    estimated = decide_with("chat", body)
+    assert estimated.action == "pass" and any("messages[0].content[1]" in w for w in estimated.warnings)
+    assert GPT.count_request(body).total >= 10_000  # FILE_REFERENCE_TOKENS
+    blocked = decide_with("chat", body, unreadable_content="block")
+    assert blocked.action == "blocked" and blocked.block.param == "messages[0].content[1]"
+
+
+@pytest.mark.parametrize("part", [
+    {"type": "image_url", "image_url": {"url": "gs://bucket/cat.png"}},
+    {"type": "image_url", "image_url": {"url": "https://example.com/cat.jpg"}},
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo=", "format": "image/png"}},
+], ids=["gs-image", "https-image", "data-image"])
+def test_an_image_stays_an_image(part):
+    body = chat_part(part)
+    assert decide_with("chat", body, unreadable_content="block").action == "pass"
+    assert GPT.count_request(body).total < 2_000
+
+
+def test_audio_or_video_bytes_in_an_image_url_cost_their_duration():
+    video = base64.b64encode(b"\x00" * 12_500 * 30).decode()  # 30 s at the lowest bitrate
+    as_image = chat_part({"type": "image_url", "image_url": {"url": "data:video/mp4;base64," + video}})
+    as_file = chat_part({"type": "file", "file": {"file_data": "data:video/mp4;base64," + video}})
+    assert GPT.count_request(as_image).total >= GPT.count_request(as_file).total >= 263 * 30
+    declared = chat_part({"type": "image_url", "image_url": {"url": "data:image/png;base64," + video,
+                                                             "format": "audio/wav"}})
+    assert GPT.count_request(declared).total >= 32 * 30 * 12_500 // 750
+
+
+@settings(max_examples=60, deadline=None)
+@given(real=st.sampled_from(["application/pdf", "text/plain", "audio/wav", "video/mp4"]),
+       said=st.sampled_from(["image/png", "image/jpeg", "text/plain", "application/pdf", None]),
+       wrapper=st.sampled_from(["image_url", "image_url+format", "file+format"]))
+def test_a_part_is_never_priced_below_the_file_it_is_sent_as(real, said, wrapper):
+    """Whatever type the URL and the part claim, the price is at least the file of the type LiteLLM sends."""
+    payload = PDF_BODY if real == "application/pdf" else base64.b64encode(b"note " * 4000).decode()
+    actual = {"type": "file", "file": {"file_data": f"data:{real};base64,{payload}"}}
+    shown = f"data:{said or real};base64,{payload}"
+    part = {"image_url": {"type": "image_url", "image_url": {"url": f"data:{real};base64,{payload}"}},
+            "image_url+format": {"type": "image_url", "image_url": {"url": shown, "format": real}},
+            "file+format": {"type": "file", "file": {"file_data": shown, "format": real}}}[wrapper]
+    for counter in (GPT, CLAUDE):
+        assert counter.count_request(chat_part(part)).total >= counter.count_request(chat_part(actual)).total
+
+
+def test_a_tool_call_id_no_provider_would_make_is_counted_as_the_text_it_is():
+    """Providers make ids of 9-30 characters, which the fitted framing prices; a client may send any string,
+    and the provider receives it (the review's follow-up: ids were never counted)."""
+    def calls(call_id: str) -> dict:
+        return {"messages": [{"role": "user", "content": "go"},
+                             {"role": "assistant", "content": None, "tool_calls": [
+                                 {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                             {"role": "tool", "tool_call_id": call_id, "content": "ok"}]}
+    for counter in (GPT, CLAUDE):
+        short = counter.count_request(calls("call_" + "a" * 24)).total
+        assert counter.count_request(calls("call_" + "b" * 24)).total == short  # a real id: unchanged
+        long_id = "call_" + " ".join(f"w{i}" for i in range(2000))
+        assert counter.count_request(calls(long_id)).total >= short + 2 * counter.count_text(long_id)

@@ -321,6 +321,39 @@ def test_a_litellm_prompt_parameter_from_the_client_is_a_400_naming_it(call_type
         "forwarded"
 
 
+@pytest.mark.parametrize("call_type, body", [
+    ("acompletion", chat(USER, user_config={"model_list": [{"model_name": "g", "litellm_params": {
+        "model": "openai/gpt-4o-4k", "api_base": "http://127.0.0.1:9/v1"}}]})),
+    ("aresponses", {"model": "g", "input": "hi", "user_config": {}}),
+    ("anthropic_messages", {"model": "g", "max_tokens": 10, "messages": [USER], "user_config": None}),
+])
+def test_a_router_of_the_clients_own_is_a_400_naming_it(call_type, body):
+    """LiteLLM routes a body with ``user_config`` through a router built from it (with client-side credentials
+    allowed): the pre-call decision budgeted the gateway's group while 9,012 tokens reached the client's 4k
+    deployment, and its answers taught windows for deployment ids the client chose (an attack review)."""
+    outcome, error = run(body, call_type)
+    assert outcome == "rejected" and error.param == "user_config" and "router of the client's own" in error.message
+
+
+def test_a_stored_prompt_an_attempt_gains_is_refused_unless_the_request_or_the_deployment_set_it():
+    """A fallback target in the router's format carries its own ``prompt_id`` into the fallback call, where LiteLLM
+    fills the template in (3,912 tokens counted, 27,929 sent to a 16k window)."""
+    from budget_hook.pipeline.bounds import added_stored_prompt
+
+    assert added_stored_prompt({"prompt_id": "big"}, {}, dict) == "prompt_id"
+    assert added_stored_prompt({"prompt_id": "big"}, {"prompt_id": "big"}, dict) is None  # the request's own
+    assert added_stored_prompt({"prompt_id": "big"}, {}, lambda: {"prompt_id": "big"}) is None  # the operator's
+    assert added_stored_prompt({"prompt_id": None}, {}, dict) is None
+
+
+def test_a_stored_prompt_on_completions_is_a_400_naming_it():
+    """``litellm.text_completion`` hands ``prompt_id`` to ``completion()``, which fills the template in after both
+    hooks; the proxy fills it in before the hook only for chat and Responses calls."""
+    outcome, error = run({"model": "g", "prompt": "hi", "prompt_id": "bigsys"}, "atext_completion")
+    assert outcome == "rejected" and error.param == "prompt_id" and "/chat/completions" in error.message
+    assert run({"model": "g", "prompt": "hi", "prompt_id": None}, "atext_completion")[0] == "forwarded"
+
+
 def test_an_output_allowance_in_extra_body_or_as_a_float_is_reserved():
     from budget_hook.budget import requested_output_tokens
 

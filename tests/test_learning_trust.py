@@ -36,7 +36,7 @@ OPENAI_OVERFLOW = ("This model's maximum context length is {w} tokens. However, 
 
 def record(**fields):
     values = dict(action="pass", learnable=True, estimate_forwarded=5000, attempts=(), teacher="key:a",
-                  quotes_overflow=False, metrics_group="open")
+                  quotes_overflow=False, metrics_group="open", routed_by_client=False)
     return SimpleNamespace(**{**values, **fields})
 
 
@@ -227,6 +227,17 @@ def test_a_wildcard_deployment_teaches_nothing():
     assert "ignored" in learned and shared.window(["dep"]) is None
     kwargs = {"litellm_params": {"model_info": {"id": "dep"}}, "call_type": "acompletion"}
     assert asyncio.run(learn_from_usage(shared, kwargs, wild, 7000)) is None and shared.served.floor("dep") == 0
+
+
+def test_a_router_of_the_clients_own_teaches_nothing():
+    """With ``user_config`` (forwarded in shadow mode) the client names the deployment ids: one of another group's
+    would set its window for every tenant (an attack review taught an 8k deployment a 1,100-token window)."""
+    shared = learning()
+    routed = record(routed_by_client=True)
+    assert asyncio.run(learn_from_error(shared, failure(OPENAI_OVERFLOW.format(w=1500, t=3100, p=3000)), routed)) \
+        is None and shared.window(["dep"]) is None
+    kwargs = {"litellm_params": {"model_info": {"id": "dep"}}, "call_type": "acompletion"}
+    assert asyncio.run(learn_from_usage(shared, kwargs, routed, 7000)) is None and shared.served.floor("dep") == 0
 
 
 def test_a_floor_stays_while_the_deployment_keeps_serving():

@@ -815,3 +815,19 @@ def test_an_attempt_on_a_deployment_the_router_no_longer_lists_uses_its_groups_w
     plugin.model_limits = lambda group: ModelLimits(2000, "test", "gpt-4o")  # the attempt's group is smaller
     trimmed = asyncio.run(plugin.async_pre_call_deployment_hook(attempt_kwargs(out, "small"), "acompletion"))
     assert trimmed is not None and len(trimmed["messages"]) < len(out["messages"])
+
+
+def test_an_attempt_is_budgeted_by_the_metadata_the_router_writes_for_its_route():
+    """On /v1/messages and /v1/responses the router writes ``litellm_metadata``, and ``metadata`` is the client's own
+    field: a ``model_info`` the client put there must not name the attempt's deployment (a review found it read
+    first)."""
+    from budget_hook.proxy.attempts import attempt_limits
+
+    plugin = BudgetHookPlugin(load_settings({"log_to_stderr": False}))
+    windows = {"big": 200_000, "small": 4000}
+    plugin.model_limits = lambda group: ModelLimits(windows[group], "test", "gpt-4o")  # type: ignore[method-assign]
+    kwargs = {"metadata": {"model_info": {"id": "dep-big"}, "model_group": "big"},
+              "litellm_metadata": {"model_info": {"id": "dep-small"}, "model_group": "small"}}
+    group, limits = attempt_limits(plugin, kwargs, "litellm_metadata")
+    assert (group, limits.window) == ("small", 4000)
+    assert attempt_limits(plugin, {"metadata": kwargs["litellm_metadata"]})[0] == "small"  # chat: the router's

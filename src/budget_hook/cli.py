@@ -73,7 +73,8 @@ def _shape(args: argparse.Namespace, body: Mapping[str, Any]) -> Shape:
     if shape is None:
         raise UsageError(f"cannot tell the request format of {_source_name(args.file)}; pass --format "
                          f"({'|'.join(SHAPES.names())})")
-    problem = body_problem(body, shape.content_fields + shape.output_token_fields)
+    problem = body_problem(body, shape.content_fields + shape.output_token_fields,
+                           prompt_fields=shape.prompt_fields)
     if problem is not None:
         raise problem
     return shape

@@ -125,6 +125,11 @@ def upstream_payloads(upstream: Process) -> list[dict]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
+def payloads_with(upstream: Process, marker: str) -> list[dict]:
+    """The request bodies the fake provider received that carry ``marker`` anywhere."""
+    return [p["body"] for p in upstream_payloads(upstream) if marker in json.dumps(p["body"])]
+
+
 def start_proxy(config_path: Path, *, log_dir: Path, timeout: float = 90.0, env: dict[str, str] | None = None,
                 expect_failure: bool = False) -> Process:
     """Start ``litellm --config`` on a free loopback port; wait for /health/liveliness (or for the exit).

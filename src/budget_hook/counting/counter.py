@@ -35,6 +35,7 @@ from .canonical import canonical_json, plain_calls_key
 from .encodings import PIECE_CHARS, get_encoding
 from .family_tokenizers import family_encoder
 from .media import audio_tokens, file_text, file_tokens
+from .parts import HIDDEN_PROMPT, RESPONSES_VIEW, RETYPED, THOUGHT_SIGNATURE, ViewPart, sent_as
 from .profiles import TokenizerProfile, resolve_tokenizer, responses_extra
 from .runs import DIGIT_GROUPED, digit_extra, number_tokens, run_aware_extra
 from .signatures import signature_tokens
@@ -61,21 +62,11 @@ def image_detail(detail: Any, where: str) -> str:
         raise MalformedRequestError(f"{where}.detail", "an invalid detail value (expected auto, low or high)")
     return detail
 
+
 _PROFILE_IDS: dict[TokenizerProfile, int] = {}
-
-
-class ViewPart(str):
-    """The ``type`` of a content part only the gateway's own views produce (a ``str`` subclass: no JSON a
-    client sends can make one, so a client cannot have its text priced as one of these)."""
-
-
-#: a replayed Gemini thought signature, priced per base64 character (``signature``)
-THOUGHT_SIGNATURE = ViewPart("thought_signature")
-#: a prompt the provider adds on its own for what the request asks (Anthropic citations): ``tokens``
-HIDDEN_PROMPT = ViewPart("hidden_prompt")
-#: the ``type`` of a tool the Responses API declared: it bills tools its own way (``responses_tools_*``); and
-#: the key a ``/v1/responses`` view carries, tools or not (gpt-5.x bills its items more: ``responses_extra``)
-RESPONSES_FUNCTION, RESPONSES_VIEW = ViewPart("function"), "budget_hook_responses_view"
+#: a tool call id longer than providers make (``call_`` or ``toolu_`` and 24 characters; Mistral's 9) is counted
+#: as text: the provider receives it (the Gemini view's ids are its own, from the call's name and arguments)
+LONG_ID_CHARS = 64
 
 
 def _profile_id(profile: TokenizerProfile) -> int:
@@ -348,6 +339,9 @@ class TokenCounter:
                     text += self._count_call(function)
                 else:
                     text += self.count_text(canonical_json(call))
+        ids = [c.get("id") for c in tool_calls if isinstance(c, Mapping)] if isinstance(tool_calls, list) else []
+        text += sum(self.count_text(i) for i in (*ids, message.get("tool_call_id")) if isinstance(i, str) and len(i) >
+                    LONG_ID_CHARS and profile.family != "gemini")  # ids no provider makes: sent, so counted
         media += signature_tokens(message, profile.signature_chars_per_token) if profile.family == "gemini" else 0
         framing -= 2 if role == "function" else 0  # legacy function results carry less framing (measured)
         if profile.empty_text and role in ("user", "assistant") and (empty := empty_texts(content)):
@@ -381,6 +375,9 @@ class TokenCounter:
         kind = part.get("type")
         if kind in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
             return self.count_text(part["text"]), 0
+        if kind in RETYPED and (instead := sent_as(part)) is not None:  # priced as what LiteLLM sends for it
+            terms = [self._count_part(one, where) for one in instead]
+            return sum(text for text, _ in terms), sum(media for _, media in terms)
         if kind == "refusal" and isinstance(part.get("refusal"), str):
             return self.count_text(part["refusal"]), 0
         if kind in ("image_url", "input_image") and "image_url" in part:

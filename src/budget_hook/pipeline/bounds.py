@@ -94,15 +94,18 @@ def _segment(key: Any) -> str:
     return key if isinstance(key, str) and key in _PATH_KEYS else "*"
 
 
-def body_problem(body: Mapping[str, Any], fields: Iterable[str], *,
-                 client_body: bool = True) -> MalformedRequestError | None:
-    """What makes ``body`` one the gateway cannot vouch for (see the module's contract), or None."""
+def body_problem(body: Mapping[str, Any], fields: Iterable[str], *, client_body: bool = True,
+                 prompt_fields: Iterable[str] = ()) -> MalformedRequestError | None:
+    """What makes ``body`` one the gateway cannot vouch for (see the module's contract), or None;
+    ``prompt_fields``: more top-level prompt parameters for this body's shape (``Shape.prompt_fields``)."""
     hidden = hidden_content(body)
     if hidden is not None:
         return MalformedRequestError(hidden, "LiteLLM merges extra_body into the provider request after the "
                                      "gateway's budget check, so content there cannot be budgeted; send "
                                      f"{hidden.removeprefix('extra_body.')} at the top level of the request")
-    added = prompt_parameter(body) if client_body else None
+    if client_body and "user_config" in body:  # LiteLLM routes it with a router of the client's (route_llm_request)
+        return MalformedRequestError("user_config", CLIENT_ROUTER_REMEDY)
+    added = prompt_parameter(body, tuple(prompt_fields)) if client_body else None
     if added is not None:
         return MalformedRequestError(added, prompt_parameter_remedy(added))
     path = too_deep(body, fields)
@@ -110,6 +113,12 @@ def body_problem(body: Mapping[str, Any], fields: Iterable[str], *,
         return MalformedRequestError(path, f"nested more than {MAX_DEPTH} levels deep; the gateway accepts at most "
                                      f"{MAX_DEPTH}")
     return None
+
+
+CLIENT_ROUTER_REMEDY = ("a router of the client's own, which LiteLLM builds when the gateway allows client-side "
+                        "credentials: the gateway cannot budget deployments it does not know (their windows, or the "
+                        "deployment an answer comes from), so it refuses them; send the request to one of the "
+                        "gateway's model groups, without user_config")
 
 
 def too_deep(body: Mapping[str, Any], fields: Iterable[str], limit: int = MAX_DEPTH) -> str | None:
@@ -162,8 +171,15 @@ TEMPLATE_OVERRIDE_REMEDY = ("a self-hosted server's chat template takes this val
                             "the request's own fields and leave special tokens to the tokenizer")
 
 
+STORED_PROMPT_REMEDY = ("LiteLLM fills this stored prompt in after the gateway's budget check (a text completion's, or "
+                        "one a fallback target carries), so it cannot be budgeted; send it as the top-level prompt_id "
+                        "of a /chat/completions request (the proxy fills that in before the check)")
+
+
 def prompt_parameter_remedy(path: str) -> str:
     """What the client can do instead of sending the prompt parameter at ``path``."""
+    if path == "prompt_id":
+        return STORED_PROMPT_REMEDY
     return TEMPLATE_OVERRIDE_REMEDY if "chat_template_kwargs." in path else PROMPT_PARAMETER_REMEDY
 
 
@@ -185,8 +201,9 @@ def _set(value: Any) -> bool:
     return value is not None and not (isinstance(value, (bool, int, float, str, list, dict)) and not value)
 
 
-def prompt_parameter(body: Mapping[str, Any]) -> str | None:
-    """The first of ``PROMPT_PARAMETERS`` set in ``body`` or one of its ``fallbacks`` entries, as a path; else
+def prompt_parameter(body: Mapping[str, Any], more: tuple[str, ...] = ()) -> str | None:
+    """The first of ``PROMPT_PARAMETERS`` (and ``more`` at the top level) set in ``body`` or one of its ``fallbacks``
+    entries, as a path; else
     None. (Fallback targets in the router's own format, ``router_settings_override``, ... reach the attempt:
     ``added_prompt_parameter`` finds them there.)"""
     sources: list[tuple[str, Any]] = [("", body)]
@@ -195,7 +212,7 @@ def prompt_parameter(body: Mapping[str, Any]) -> str | None:
         sources += [(f"fallbacks[{index}].", entry) for index, entry in enumerate(fallbacks)]
     for prefix, source in sources:
         if isinstance(source, Mapping):
-            for name in FALLBACK_PROMPT_PARAMETERS if prefix else PROMPT_PARAMETERS:
+            for name in FALLBACK_PROMPT_PARAMETERS if prefix else (*PROMPT_PARAMETERS, *more):
                 if _set(source.get(name)):
                     return prefix + name
             overrides = template_overrides(source)
@@ -210,6 +227,17 @@ def operator_prompt_parameters(kwargs: Mapping[str, Any], own: Callable[[], Mapp
     present = [name for name in (*PROMPT_PARAMETERS, "chat_template_kwargs", "extra_body") if name in kwargs]
     configured = own() if present else {}
     return {name: kwargs[name] for name in present if name in configured and configured[name] == kwargs[name]}
+
+
+def added_stored_prompt(kwargs: Mapping[str, Any], decided: Mapping[str, Any],
+                        own: Callable[[], Mapping[str, Any]]) -> str | None:
+    """``prompt_id`` when a router attempt carries one that is neither the decided request's (a reference its
+    decision estimated) nor the operator's (its deployment's): a client's, merged by the router from a fallback
+    target in the router's own format or a settings override; LiteLLM fills its template in inside the call."""
+    value = kwargs.get("prompt_id")
+    if not _set(value) or value == decided.get("prompt_id") or own().get("prompt_id") == value:
+        return None
+    return "prompt_id"
 
 
 def added_prompt_parameter(kwargs: Mapping[str, Any], own: Callable[[], Mapping[str, Any]]) -> str | None:

@@ -147,7 +147,7 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
             resolved = resolved.with_client_cap(client.max_input_tokens, client.ignored)
         shape = request.shape
         unvouched = body_problem(request.body, shape.content_fields + shape.output_token_fields,
-                                 client_body=request.client_body)
+                                 client_body=request.client_body, prompt_fields=shape.prompt_fields)
         if unvouched is not None:
             context = _Context(request.body, group, request.limits, resolved)
             return context.blocked(_malformed(unvouched))

@@ -90,6 +90,9 @@ class DecisionRecord:
     #: call fails, and set then by the adapter (``proxy.outcomes.quoted``)
     teacher: str | None = None
     quotes_overflow: bool = False
+    #: the client sent a router of its own (``user_config``, forwarded in shadow mode): the deployment ids its
+    #: answers carry are the client's to choose, so they teach nothing
+    routed_by_client: bool = False
     #: the plugin's own failure: what it was and what the fail mode did
     error: str | None = None
     fail_mode: str | None = None
@@ -119,6 +122,7 @@ class DecisionRecord:
             warnings=tuple(_cut(w) for w in (*resolved.warnings, *decision.warnings)),
             team_id=caller.team_id, team_alias=caller.team_alias, key_alias=caller.key_alias,
             teacher=teacher_of(caller.key_hash, caller.team_id), quotes_overflow=quotes_overflow,
+            routed_by_client=request is not None and "user_config" in request.body,
             log_content=resolved.policy.log_dropped_content,
             count=dict(decision.count) if decision.count is not None else None,
         )

@@ -29,7 +29,7 @@ from typing import Any, cast
 from ..budget import ModelLimits
 from ..counting.template_input import TEMPLATE_FIELDS
 from ..pipeline import Decision, decide, decision_weight
-from ..pipeline.bounds import added_prompt_parameter
+from ..pipeline.bounds import added_prompt_parameter, added_stored_prompt
 from ..shapes import SHAPES
 from .chains import Chain, chained
 from .errors import block_error, internal_error, prompt_parameter_error
@@ -66,13 +66,14 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
                 plugin.records.forget(call_id)
     # a client's prompt parameter that reached the attempt by a way the pre-call check does not read (a fallback
     # target in the router's format, a settings override): LiteLLM would write its text after this hook
-    added = added_prompt_parameter(kwargs, own)
+    added = added_prompt_parameter(kwargs, own) or added_stored_prompt(kwargs, decided.request.body, own)
     if added is not None:
         raise error_type(prompt_parameter_error(added))
     try:
         # no router metadata on the call (LiteLLM's generateContent adapter makes its inner completion without
         # it): a deployment of the group first decided for, under that decision's limits
-        group, limits = attempt_limits(plugin, kwargs) or (decided.request.model_group, decided.limits)
+        group, limits = attempt_limits(plugin, kwargs, shape.metadata_key) or (decided.request.model_group,
+                                                                               decided.limits)
         def same_content() -> bool:
             return all(unchanged(kwargs.get(f), decided.content.get(f)) for f in compared_fields(shape))
         # a large content (a million token ids, 300,000 parts) is compared in the pool, as it was decided there
@@ -183,9 +184,10 @@ def unchanged(sent: Any, decided: Nodes | None) -> bool:
     return all(all(map(operator.is_, nodes[i:i + CHUNK], held[i:i + CHUNK])) for i in range(0, len(nodes), CHUNK))
 
 
-def attempt_limits(plugin: Any, kwargs: Mapping[str, Any]) -> tuple[str, ModelLimits] | None:
-    """The group and limits of the deployment this attempt goes to (from the router's own metadata)."""
-    for key in ("metadata", "litellm_metadata"):
+def attempt_limits(plugin: Any, kwargs: Mapping[str, Any], first: str = "metadata") -> tuple[str, ModelLimits] | None:
+    """The group and limits of the deployment this attempt goes to (from the router's own metadata: ``first``, the
+    key the router writes for the call's shape, before the other, which a client may write on its routes)."""
+    for key in (first, "litellm_metadata" if first == "metadata" else "metadata"):
         metadata = kwargs.get(key)
         if not isinstance(metadata, Mapping) or not isinstance(metadata.get("model_info"), Mapping):
             continue

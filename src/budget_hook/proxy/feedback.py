@@ -10,7 +10,8 @@ key). What is trusted, and why:
   server-side content, ``DecisionRecord.learnable``; not from attempts the router sent elsewhere; not from
   usage LiteLLM may have computed itself, an OpenAI-format stream without ``include_usage``), and the
   deployment's *served floor*: its window is at least that;
-* nothing from a wildcard deployment (``openai/*``: the client picks the model behind one deployment id);
+* nothing from a wildcard deployment (``openai/*``: the client picks the model behind one deployment id), nor
+  from a router of the client's own (``user_config``: the client picks the deployment ids);
 * an overflow error: only when no part of the request quotes overflow wording
   (``DecisionRecord.quotes_overflow``: providers echo client keys and values in their 400s); when the
   prompt count it names is within ``max_sample_ratio`` of what we estimated we sent (else it is not about
@@ -85,6 +86,11 @@ def provider_prompt_tokens(response_obj: Any, kwargs: Mapping[str, Any]) -> int 
     return value if isinstance(value, int) else None
 
 
+def _untrusted(record: DecisionRecord) -> bool:
+    """Nothing an answer says may teach: a wildcard deployment's, or one a client's own router chose."""
+    return _wildcard(record) or record.routed_by_client
+
+
 def _wildcard(record: DecisionRecord) -> bool:
     """The request went to a wildcard deployment (``openai/*``): one deployment id, any model the client
     names, so nothing learned from it may apply to the next request."""
@@ -96,7 +102,7 @@ async def learn_from_usage(learning: SharedLearning, kwargs: Mapping[str, Any], 
     """The provider's bill next to our estimate of what was forwarded: one ratio for its deployment, and
     proof that its window holds ``billed`` tokens."""
     deployment = deployment_id(kwargs)
-    if billed is None or deployment is None or not usage_from_provider(kwargs) or _wildcard(record):
+    if billed is None or deployment is None or not usage_from_provider(kwargs) or _untrusted(record):
         return None
     await learning.learn_served(deployment, billed)
     if not record.learnable or record.estimate_forwarded is None or record.attempts:
@@ -114,6 +120,8 @@ async def learn_from_error(learning: SharedLearning, kwargs: Mapping[str, Any], 
     deployment = deployment_id(kwargs)
     if exception is None or deployment is None or isinstance(exception, ours) or record.action == "blocked":
         return None  # a block never reached a provider: its error is ours, whatever class a route rebuilt
+    if record.routed_by_client:
+        return None  # a deployment of the client's own router: its id is the client's to choose
     if getattr(exception, "llm_provider", None) == "budget_hook":
         return None  # our own refusal of an attempt, not the provider's
     status = getattr(exception, "status_code", None)

@@ -15,8 +15,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..counting import canonical_json, media
-from ..counting.counter import HIDDEN_PROMPT
+from ..counting import canonical_json
+from ..counting.parts import citations, document_parts, image_part
 from ..errors import MalformedRequestError
 
 #: ``json.dumps(value, ensure_ascii=False)``, without building an encoder per call
@@ -120,14 +120,14 @@ def convert_message(message: Any, where: str, *, keep_thinking: bool = True,
         if kind == "text":
             parts.append({"type": "text", "text": str(block.get("text", ""))})
         elif kind == "image":
-            parts.append(_image_part(block))
+            parts.append(image_part(block))
         elif kind == "document":
-            parts.extend(_document_parts(block))
+            parts.extend(document_parts(block))
         elif kind == "container_upload":  # a file by id: flagged, counted at the flat estimate
             parts.append({"type": "file", "file": {"file_id": canonical_json(block)}})
         elif kind == "search_result":
             parts.append({"type": "text", "text": canonical_json(block)})
-            parts.extend(_citations(block))
+            parts.extend(citations(block))
         elif kind == "tool_use":
             arguments = _ARGUMENTS.encode(block.get("input", {}))
             tool_calls.append(
@@ -179,80 +179,17 @@ def tool_result_content(content: Any, where: str) -> tuple[str, list[dict[str, A
     texts, images = [], []
     for block in content:
         if isinstance(block, Mapping) and block.get("type") == "image":
-            images.append(_image_part(block))
+            images.append(image_part(block))
         elif isinstance(block, Mapping) and block.get("type") == "document":
-            images.extend(_document_parts(block))
+            images.extend(document_parts(block))
         elif isinstance(block, Mapping) and block.get("type") == "search_result":
             texts.append(canonical_json(block))
-            images.extend(_citations(block))
+            images.extend(citations(block))
         elif isinstance(block, Mapping) and isinstance(block.get("text"), str):
             texts.append(block["text"])
         else:
             texts.append(canonical_json(block))
     return "\n".join(texts), images
-
-
-def _source(block: Mapping[str, Any]) -> Mapping[str, Any]:
-    source = block.get("source")
-    return source if isinstance(source, Mapping) else {}
-
-
-def _image_part(block: Mapping[str, Any]) -> dict[str, Any]:
-    source = _source(block)
-    if source.get("type") == "base64":
-        url = f"data:{source.get('media_type', 'image/png')};base64,{source.get('data', '')}"
-    else:
-        url = str(source.get("url", ""))
-    return {"type": "image_url", "image_url": {"url": url}}
-
-
-#: what citations cost on top of the content (measured: +556 for a cited text document, +464 for a cited
-#: ``search_result``, +1,250 for a cited one-page PDF): Anthropic adds a citation prompt and chunks the text
-CITATIONS_TOKENS = 560
-CITED_PDF_PAGE_TOKENS = 700
-
-
-def _citations(block: Mapping[str, Any], data: str | None = None) -> list[dict[str, Any]]:
-    citations = block.get("citations")
-    if not (isinstance(citations, Mapping) and citations.get("enabled") is True):
-        return []
-    pages = media.pdf_page_count(data) if data and "application/pdf" in data[:40] else None
-    return [{"type": HIDDEN_PROMPT, "tokens": CITATIONS_TOKENS + (pages or 0) * CITED_PDF_PAGE_TOKENS}]
-
-
-def _document_parts(block: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """A ``document`` block as chat parts, for every source type Anthropic accepts: ``base64`` (a PDF or a
-    text file, counted as what it is), ``text``, ``content`` (its own text and image blocks); ``url`` and
-    ``file`` reference content the request does not carry (counted at a flat estimate, flagged)."""
-    source = _source(block)
-    kind = source.get("type")
-    title = block.get("title") or source.get("media_type", "text/plain")
-    extra = [{"type": "text", "text": str(block["context"])}] if block.get("context") else []
-    if kind == "base64":
-        data = f"data:{source.get('media_type', 'application/pdf')};base64,{source.get('data', '')}"
-        return [{"type": "file", "file": {"file_data": data}}, *extra, *_citations(block, data)]
-    extra += _citations(block)
-    if kind == "text":
-        return [{"type": "text", "text": _framed(title, str(source.get("data", "")))}, *extra]
-    if kind == "content" and isinstance(source.get("content"), (str, list)):
-        inner = source["content"]
-        blocks = [{"type": "text", "text": inner}] if isinstance(inner, str) else inner
-        texts = [str(b.get("text", "")) if _is_text(b) else "" for b in blocks]
-        images = [_image_part(b) for b in blocks if isinstance(b, Mapping) and b.get("type") == "image"]
-        others = [canonical_json(b) for b in blocks if not _is_text(b) and not (isinstance(b, Mapping)
-                                                                             and b.get("type") == "image")]
-        return [{"type": "text", "text": _framed(title, "\n".join([*texts, *others]))}, *images, *extra]
-    return [{"type": "file", "file": {"file_id": canonical_json(source)}}, *extra]
-
-
-def _is_text(block: Any) -> bool:
-    return isinstance(block, Mapping) and block.get("type") == "text"
-
-
-def _framed(title: Any, text: str) -> str:
-    # Anthropic wraps documents in XML-like framing with their source; count it too.
-    return f'<document index="1">\n<source>{title}</source>\n<document_content>{text}</document_content>\n</document>'
-
 
 
 def _convert_tool(tool: Mapping[str, Any]) -> dict[str, Any]:

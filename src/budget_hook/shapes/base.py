@@ -147,6 +147,9 @@ class Shape:
     output_param: str | None
     #: does a body look like this shape (the CLI's auto-detection; checked in registry order)
     detect: Callable[[Mapping[str, Any]], bool]
+    #: top-level fields LiteLLM fills prompt text in for after the check on this shape's calls alone (the proxy
+    #: fills a chat or Responses call's stored prompt in before the hook, a text completion's inside the call)
+    prompt_fields: tuple[str, ...] = ()
     #: the provider's own overflow sentence, put first in a block's message; None: OpenAI's wording only
     overflow_wording: Wording | None = None
     #: the same when the output allowance leaves no room (Anthropic words it apart)

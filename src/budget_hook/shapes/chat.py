@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..budget import OUTPUT_TOKEN_FIELDS
-from ..counting import canonical_json, media
+from ..counting import canonical_json, media, parts
 from ..trimming import MessageAction, message_text
 from ..trimming.structure import pairing_problems
 from .base import ConversationShape, View, touched_item, unreadable_parts
@@ -29,6 +29,9 @@ def _problems(body: Mapping[str, Any]) -> list[str]:
 
 
 def _unreadable_part(part: Any) -> str | None:
+    instead = parts.sent_as(part) if isinstance(part, Mapping) and part.get("type") in parts.RETYPED else None
+    if instead is not None:  # what LiteLLM sends for it: a PDF in an image_url, a document by URL...
+        return next((why for one in instead if (why := _unreadable_part(one))), None)
     if isinstance(part, Mapping) and part.get("type") == "video_url":
         value = part.get("video_url")
         url = value.get("url") if isinstance(value, Mapping) else value

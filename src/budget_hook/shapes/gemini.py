@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..counting import canonical_json, media
-from ..counting.counter import THOUGHT_SIGNATURE
+from ..counting.parts import THOUGHT_SIGNATURE
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimResult, content_hash, message_text
 from .base import (

@@ -35,7 +35,8 @@ from typing import Any, cast
 
 from ..budget import OUTPUT_TOKEN_FIELDS, Budget
 from ..counting import TokenCounter, canonical_json, media
-from ..counting.counter import RESPONSES_FUNCTION, RESPONSES_VIEW, THOUGHT_SIGNATURE, image_detail
+from ..counting.counter import image_detail
+from ..counting.parts import RESPONSES_FUNCTION, RESPONSES_VIEW, THOUGHT_SIGNATURE
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .base import ConversationShape, Placed, View, place_notice, touched_item, unreadable_parts, view_decisions

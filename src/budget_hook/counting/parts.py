@@ -1,0 +1,150 @@
+"""Content parts as the provider receives them, whatever the client called them (pure; never raises).
+
+A part is priced by what LiteLLM sends for it, not by its ``type``: LiteLLM reads a part's declared media type
+(``format``) over its data URL's, and sends what is not an image as the file it is. On the way to Claude an
+``image_url`` carrying a PDF or a text file is a document (``factory._is_anthropic_document_data_uri``), and a
+``file`` whose ``format`` says PDF is one whatever its data URL says (``convert_to_anthropic_image_obj``); to
+Gemini any data URL is ``inline_data`` of its type, and a ``gs://`` or Files API URL, or one with a ``format``,
+is a ``file_data`` reference (``vertex_ai/gemini/transformation.py``); an Anthropic ``document`` part on
+``/chat/completions`` goes to Claude and Bedrock as it is. Priced as an image, a 100-page PDF was 1,577 tokens
+against 300,023 as the PDF (an attack review, 2026-12-06). ``sent_as(part)`` gives the parts the counter
+prices instead (a ``file`` part of the real type, a reference by URL, a document's parts), or None.
+
+The view-only part types live here too: ``ViewPart`` is a ``str`` subclass no JSON a client sends can make.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from . import media
+from .canonical import canonical_json
+
+
+class ViewPart(str):
+    """The ``type`` of a content part only the gateway's own views produce (a ``str`` subclass: no JSON a
+    client sends can make one, so a client cannot have its text priced as one of these)."""
+
+
+#: a replayed Gemini thought signature, priced per base64 character (``signature``)
+THOUGHT_SIGNATURE = ViewPart("thought_signature")
+#: a prompt the provider adds on its own for what the request asks (Anthropic citations): ``tokens``
+HIDDEN_PROMPT = ViewPart("hidden_prompt")
+#: the ``type`` of a tool the Responses API declared: it bills tools its own way (``responses_tools_*``); and
+#: the key a ``/v1/responses`` view carries, tools or not (gpt-5.x bills its items more: ``responses_extra``)
+RESPONSES_FUNCTION, RESPONSES_VIEW = ViewPart("function"), "budget_hook_responses_view"
+
+#: part types whose media LiteLLM may send as something else (``sent_as``)
+RETYPED = ("document", "image_url", "input_image", "file")  # a tuple: a type that is an object is no error
+#: URLs whose content the provider fetches as a file (Gemini's Files API); ``gs://`` ones unless an image's name
+FILE_URLS = ("https://generativelanguage.googleapis.com/", "http://generativelanguage.googleapis.com/")
+IMAGE_NAMES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".heic", ".heif", ".bmp", ".tif", ".tiff")
+
+
+def sent_as(part: Mapping[str, Any]) -> list[dict[str, Any]] | None:
+    """The parts LiteLLM sends for ``part`` when they are not what its ``type`` says (see the module), else None."""
+    kind = part.get("type")
+    if kind == "document":
+        return document_parts(part)
+    if kind in ("image_url", "input_image"):
+        image = part.get("image_url")
+        url = image.get("url") if isinstance(image, Mapping) else image
+        declared = _media_type(image.get("format")) if isinstance(image, Mapping) else ""
+        if not isinstance(url, str):
+            return None  # the counter's own 400
+        if url.startswith("data:"):
+            real = declared or _data_type(url)
+            return None if real.startswith("image/") else [{"type": "file", "file": {"file_data": retyped(url, real)}}]
+        if (declared and not declared.startswith("image/")) or url.startswith(FILE_URLS) or (
+                url.startswith("gs://") and not url.lower().endswith(IMAGE_NAMES)):
+            return [{"type": "file", "file": {"file_id": url}}]  # content the request does not carry
+        return None
+    file = part.get("file")
+    if kind == "file" and isinstance(file, Mapping) and (declared := _media_type(file.get("format"))):
+        data = file.get("file_data")
+        if isinstance(data, str) and data.startswith("data:") and _data_type(data) != declared:
+            return [{"type": "file", "file": {"file_data": retyped(data, declared)}}]
+    return None
+
+
+def _media_type(value: Any) -> str:
+    return value.strip().lower() if isinstance(value, str) else ""
+
+
+def _data_type(url: str) -> str:
+    """A data URL's own media type (``data:<type>;base64,...``), lower-cased."""
+    return _media_type(url[5:80].partition(";")[0].partition(",")[0])
+
+
+def retyped(url: str, media_type: str) -> str:
+    """A data URL with ``media_type`` in place of its own (its parameters and payload kept)."""
+    header, _, payload = url.partition(",")
+    params = header[5:].split(";")[1:]
+    return "data:" + ";".join([media_type, *params]) + "," + payload
+
+
+# --- Anthropic documents --------------------------------------------------------------------------------
+
+#: what citations cost on top of the content (measured: +556 for a cited text document, +464 for a cited
+#: ``search_result``, +1,250 for a cited one-page PDF): Anthropic adds a citation prompt and chunks the text
+CITATIONS_TOKENS = 560
+CITED_PDF_PAGE_TOKENS = 700
+
+
+def source(block: Mapping[str, Any]) -> Mapping[str, Any]:
+    value = block.get("source")
+    return value if isinstance(value, Mapping) else {}
+
+
+def image_part(block: Mapping[str, Any]) -> dict[str, Any]:
+    """An Anthropic ``image`` block as a chat ``image_url`` part."""
+    found = source(block)
+    if found.get("type") == "base64":
+        url = f"data:{found.get('media_type', 'image/png')};base64,{found.get('data', '')}"
+    else:
+        url = str(found.get("url", ""))
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def citations(block: Mapping[str, Any], data: str | None = None) -> list[dict[str, Any]]:
+    """The prompt Anthropic adds for a block's enabled citations, as a ``HIDDEN_PROMPT`` part (or none)."""
+    asked = block.get("citations")
+    if not (isinstance(asked, Mapping) and asked.get("enabled") is True):
+        return []
+    pages = media.pdf_page_count(data) if data and "application/pdf" in data[:40] else None
+    return [{"type": HIDDEN_PROMPT, "tokens": CITATIONS_TOKENS + (pages or 0) * CITED_PDF_PAGE_TOKENS}]
+
+
+def document_parts(block: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A ``document`` block as chat parts, for every source type Anthropic accepts: ``base64`` (a PDF or a
+    text file, counted as what it is), ``text``, ``content`` (its own text and image blocks); ``url`` and
+    ``file`` reference content the request does not carry (counted at a flat estimate, flagged)."""
+    found = source(block)
+    kind = found.get("type")
+    title = block.get("title") or found.get("media_type", "text/plain")
+    extra = [{"type": "text", "text": str(block["context"])}] if block.get("context") else []
+    if kind == "base64":
+        data = f"data:{found.get('media_type', 'application/pdf')};base64,{found.get('data', '')}"
+        return [{"type": "file", "file": {"file_data": data}}, *extra, *citations(block, data)]
+    extra += citations(block)
+    if kind == "text":
+        return [{"type": "text", "text": _framed(title, str(found.get("data", "")))}, *extra]
+    if kind == "content" and isinstance(found.get("content"), (str, list)):
+        inner = found["content"]
+        blocks = [{"type": "text", "text": inner}] if isinstance(inner, str) else inner
+        texts = [str(b.get("text", "")) if _is_text(b) else "" for b in blocks]
+        images = [image_part(b) for b in blocks if isinstance(b, Mapping) and b.get("type") == "image"]
+        others = [canonical_json(b) for b in blocks if not _is_text(b) and not (isinstance(b, Mapping)
+                                                                             and b.get("type") == "image")]
+        return [{"type": "text", "text": _framed(title, "\n".join([*texts, *others]))}, *images, *extra]
+    return [{"type": "file", "file": {"file_id": canonical_json(found)}}, *extra]
+
+
+def _is_text(block: Any) -> bool:
+    return isinstance(block, Mapping) and block.get("type") == "text"
+
+
+def _framed(title: Any, text: str) -> str:
+    # Anthropic wraps documents in XML-like framing with their source; count it too.
+    return f'<document index="1">\n<source>{title}</source>\n<document_content>{text}</document_content>\n</document>'

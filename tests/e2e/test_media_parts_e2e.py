@@ -1,0 +1,96 @@
+"""A part is priced as what LiteLLM sends for it, whatever its ``type`` says (a real proxy, Claude and Gemini).
+
+An attack review (2026-12-06) sent a 100-page PDF as an Anthropic ``document`` part on ``/chat/completions`` (LiteLLM
+passes it to Claude as it is), inside an ``image_url`` (a document to Claude, ``inline_data`` to Gemini) and as a
+``file`` whose data URL said ``text/plain`` with ``format: application/pdf`` (LiteLLM sends the format): each was
+counted at 1,577-13,789 tokens and forwarded, against 258,014-300,023 for the same PDF as a file. A ``gs://`` or
+Files API URL in an ``image_url`` reached Gemini as a file reference, never flagged. Here each is refused, with
+``unreadable_content: block``, before anything reaches the fake provider; an image stays an image.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+
+import httpx
+import pytest
+
+from .harness import MASTER_KEY, payloads_with, serve_config, start_fake_provider
+
+pytestmark = pytest.mark.e2e
+
+
+def pdf_base64(pages: int) -> str:
+    objects = b"\n".join(b"<< /Type /Page /Parent 2 0 R >>" for _ in range(pages))
+    return base64.b64encode(b"%PDF-1.4\n" + objects + b"\n%%EOF").decode()
+
+
+PDF = pdf_base64(100)
+PNG = ("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("media_parts")
+    upstream = start_fake_provider(folder, {"claude-sonnet-4-5-20k": 20000, "gemini-2.5-flash-32k": 32000})
+    base = f"http://127.0.0.1:{upstream.port}"
+    config = {
+        "model_list": [
+            {"model_name": "claude", "model_info": {"max_input_tokens": 20000}, "litellm_params": {
+                "model": "anthropic/claude-sonnet-4-5-20k", "api_key": "fake-key", "api_base": base}},
+            {"model_name": "gem", "model_info": {"max_input_tokens": 32000}, "litellm_params": {
+                "model": "gemini/gemini-2.5-flash-32k", "api_key": "fake-key", "api_base": base}}],
+        "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
+        "callback_settings": {"budget_hook": {"unreadable_content": "block"}},
+    }
+    yield from serve_config(folder, config, upstream)
+
+
+def send(process, group: str, marker: str, part: dict, *, in_tool_result: bool = False) -> httpx.Response:
+    ask = {"type": "text", "text": f"summarise [{marker}]"}
+    if in_tool_result:  # a tool's result: LiteLLM sends a PDF there to Claude as a document
+        messages = [{"role": "user", "content": [ask]},
+                    {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function",
+                                                                           "function": {"name": "read", "arguments": "{}"}}]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": [part]}]
+    else:
+        messages = [{"role": "user", "content": [ask, part]}]
+    tools = [{"type": "function", "function": {"name": "read", "parameters": {"type": "object", "properties": {}}}}]
+    return httpx.post(f"{process.base_url}/v1/chat/completions", timeout=120,
+                      headers={"authorization": f"Bearer {MASTER_KEY}"},
+                      json={"model": group, "max_tokens": 100, "messages": messages, "tools": tools})
+
+
+@pytest.mark.parametrize("group, part, in_tool_result, code", [
+    ("claude", {"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": PDF}},
+     False, "context_length_exceeded"),
+    ("claude", {"type": "image_url", "image_url": {"url": "data:application/pdf;base64," + PDF}}, True,
+     "context_length_exceeded"),
+    ("claude", {"type": "file", "file": {"file_data": "data:text/plain;base64," + PDF, "format": "application/pdf"}},
+     False, "context_length_exceeded"),
+    ("claude", {"type": "document", "source": {"type": "url", "url": "https://example.com/big.pdf"}}, False,
+     "content_not_countable"),
+    ("gem", {"type": "image_url", "image_url": {"url": "data:application/pdf;base64," + pdf_base64(1000)}}, False,
+     "context_length_exceeded"),
+    ("gem", {"type": "image_url", "image_url": {"url": "gs://bucket/book.pdf"}}, False, "content_not_countable"),
+    ("gem", {"type": "image_url", "image_url": {"url": "https://generativelanguage.googleapis.com/v1beta/files/x",
+                                                "format": "application/pdf"}}, False, "content_not_countable"),
+], ids=["claude-document-part", "claude-pdf-in-image-url", "claude-file-format-pdf", "claude-document-url",
+        "gemini-pdf-in-image-url", "gemini-gs-reference", "gemini-files-api-reference"])
+def test_a_part_priced_as_what_litellm_sends_never_reaches_the_provider_over_the_window(proxy, group, part,
+                                                                                         in_tool_result, code):
+    process, upstream = proxy
+    marker = f"e2e-media-{group}-{len(json.dumps(part)) % 10_000}-{in_tool_result}"
+    response = send(process, group, marker, part, in_tool_result=in_tool_result)
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == code, response.text
+    assert not payloads_with(upstream, marker)
+
+
+def test_an_image_stays_an_image(proxy):
+    process, upstream = proxy
+    response = send(process, "gem", "e2e-media-png", {"type": "image_url", "image_url": {
+        "url": "data:image/png;base64," + PNG}})
+    assert response.status_code == 200, response.text
+    assert payloads_with(upstream, "e2e-media-png")
