@@ -209,3 +209,20 @@ def test_a_tool_call_id_no_provider_would_make_is_counted_as_the_text_it_is():
         assert counter.count_request(calls("call_" + "b" * 24)).total == short  # a real id: unchanged
         long_id = "call_" + " ".join(f"w{i}" for i in range(2000))
         assert counter.count_request(calls(long_id)).total >= short + 2 * counter.count_text(long_id)
+
+
+@pytest.mark.parametrize("shape, body, path", [
+    ("responses", {"input": [{"role": "user", "content": [
+        {"type": "input_text", "text": "read"}, {"type": "input_image", "image_url": "gs://bucket/book.pdf"}]}]},
+     "input[0].content[1]"),
+    ("anthropic", {"model": "claude", "max_tokens": 100, "messages": [{"role": "user", "content": [
+        {"type": "text", "text": "read"}, {"type": "image", "source": {
+            "type": "base64", "media_type": "application/pdf",
+            "data": base64.b64encode(b"%PDF-1.7\n% no pages\n").decode()}}]}]}, "messages[0].content[1]"),
+])
+def test_every_shape_flags_what_its_parts_are_sent_as(shape, body, path):
+    """The view's part is priced as what LiteLLM sends (a reference, a PDF); the shape's own check names it too."""
+    estimated = decide_with(shape, body)
+    assert any(path in w for w in estimated.warnings), estimated.warnings
+    blocked = decide_with(shape, body, unreadable_content="block")
+    assert blocked.action == "blocked" and blocked.block.param == path

@@ -38,7 +38,7 @@ from .media import audio_tokens, file_text, file_tokens
 from .parts import HIDDEN_PROMPT, RESPONSES_VIEW, RETYPED, THOUGHT_SIGNATURE, ViewPart, sent_as
 from .profiles import TokenizerProfile, resolve_tokenizer, responses_extra
 from .runs import DIGIT_GROUPED, digit_extra, number_tokens, run_aware_extra
-from .signatures import signature_tokens
+from .signatures import SEPARATOR, signature_tokens
 from .tools import inlined_tokens, render_functions, response_schemas, tool_functions, tool_json, unrendered_text
 from .validation import CHAT_ROLES as CHAT_ROLES
 from .validation import empty_texts, validate_message, validate_messages
@@ -65,7 +65,8 @@ def image_detail(detail: Any, where: str) -> str:
 
 _PROFILE_IDS: dict[TokenizerProfile, int] = {}
 #: a tool call id longer than providers make (``call_`` or ``toolu_`` and 24 characters; Mistral's 9) is counted
-#: as text: the provider receives it (the Gemini view's ids are its own, from the call's name and arguments)
+#: as text: the provider receives it (the Gemini view's ids are its own, from the call's name and arguments; LiteLLM
+#: takes a replayed Gemini thought signature off an id for other providers)
 LONG_ID_CHARS = 64
 
 
@@ -340,8 +341,8 @@ class TokenCounter:
                 else:
                     text += self.count_text(canonical_json(call))
         ids = [c.get("id") for c in tool_calls if isinstance(c, Mapping)] if isinstance(tool_calls, list) else []
-        text += sum(self.count_text(i) for i in (*ids, message.get("tool_call_id")) if isinstance(i, str) and len(i) >
-                    LONG_ID_CHARS and profile.family != "gemini")  # ids no provider makes: sent, so counted
+        sent = [i.partition(SEPARATOR)[0] for i in (*ids, message.get("tool_call_id")) if isinstance(i, str)]
+        text += sum(self.count_text(i) for i in sent if len(i) > LONG_ID_CHARS) if profile.family != "gemini" else 0
         media += signature_tokens(message, profile.signature_chars_per_token) if profile.family == "gemini" else 0
         framing -= 2 if role == "function" else 0  # legacy function results carry less framing (measured)
         if profile.empty_text and role in ("user", "assistant") and (empty := empty_texts(content)):

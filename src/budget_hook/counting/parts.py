@@ -68,6 +68,15 @@ def sent_as(part: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     return None
 
 
+def unreadable_as_sent(part: Any) -> str | None:
+    """Why the size of what LiteLLM sends for a chat part cannot be known here (``media.unreadable`` of the parts
+    ``sent_as`` gives, or of the part itself), or None."""
+    instead = sent_as(part) if isinstance(part, Mapping) and part.get("type") in RETYPED else None
+    if instead is not None:
+        return next((why for one in instead if (why := unreadable_as_sent(one))), None)
+    return media.unreadable(part)
+
+
 def _media_type(value: Any) -> str:
     return value.strip().lower() if isinstance(value, str) else ""
 

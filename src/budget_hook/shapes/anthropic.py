@@ -35,6 +35,7 @@ from typing import Any
 
 from ..budget import OUTPUT_TOKEN_FIELDS, Budget
 from ..counting import TokenCounter, canonical_json, media
+from ..counting.parts import image_part, unreadable_as_sent
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .anthropic_blocks import convert_message, current_turn_start, envelope, tool_result_content
@@ -389,6 +390,8 @@ def _unreadable_block(block: Any) -> str | None:
                      if (reason := _unreadable_block(inner))), None)
     if _kind(block) == "container_upload":
         return "a file uploaded to the container by id: its content is not in the request"
+    if _kind(block) == "image":  # as the view has it (a PDF a bridge to Gemini sends as one)
+        return unreadable_as_sent(image_part(block))
     if _kind(block) != "document":
         return None
     source = block.get("source") if isinstance(block.get("source"), Mapping) else {}

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..budget import OUTPUT_TOKEN_FIELDS
-from ..counting import canonical_json, media, parts
+from ..counting import canonical_json
+from ..counting.parts import unreadable_as_sent
 from ..trimming import MessageAction, message_text
 from ..trimming.structure import pairing_problems
 from .base import ConversationShape, View, touched_item, unreadable_parts
@@ -29,15 +30,12 @@ def _problems(body: Mapping[str, Any]) -> list[str]:
 
 
 def _unreadable_part(part: Any) -> str | None:
-    instead = parts.sent_as(part) if isinstance(part, Mapping) and part.get("type") in parts.RETYPED else None
-    if instead is not None:  # what LiteLLM sends for it: a PDF in an image_url, a document by URL...
-        return next((why for one in instead if (why := _unreadable_part(one))), None)
     if isinstance(part, Mapping) and part.get("type") == "video_url":
         value = part.get("video_url")
         url = value.get("url") if isinstance(value, Mapping) else value
         inline = isinstance(url, str) and url.startswith("data:")
         return None if inline else "a video by URL: its content is not in the request"
-    return media.unreadable(part)
+    return unreadable_as_sent(part)  # as what LiteLLM sends for it: a PDF in an image_url, a document by URL...
 
 
 def _unreadable(body: Mapping[str, Any]) -> list[tuple[str, str]]:

@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..counting import canonical_json, media
-from ..counting.parts import THOUGHT_SIGNATURE
+from ..counting import canonical_json
+from ..counting.parts import THOUGHT_SIGNATURE, unreadable_as_sent
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimResult, content_hash, message_text
 from .base import (
@@ -388,7 +388,7 @@ def _unreadable_part(part: Any) -> str | None:
                      if (reason := _unreadable_part(inner))), None)
     if isinstance(part, Mapping) and isinstance(part.get("fileData") or part.get("file_data"), Mapping):
         return "a file by URI: its content is not in the request"
-    return media.unreadable(_chat_part(part, "part")) if isinstance(part, Mapping) else None
+    return unreadable_as_sent(_chat_part(part, "part")) if isinstance(part, Mapping) else None
 
 
 def _unreadable(body: Mapping[str, Any]) -> list[tuple[str, str]]:

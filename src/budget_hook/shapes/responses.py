@@ -34,9 +34,9 @@ from dataclasses import replace
 from typing import Any, cast
 
 from ..budget import OUTPUT_TOKEN_FIELDS, Budget
-from ..counting import TokenCounter, canonical_json, media
+from ..counting import TokenCounter, canonical_json
 from ..counting.counter import image_detail
-from ..counting.parts import RESPONSES_FUNCTION, RESPONSES_VIEW, THOUGHT_SIGNATURE
+from ..counting.parts import RESPONSES_FUNCTION, RESPONSES_VIEW, THOUGHT_SIGNATURE, unreadable_as_sent
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .base import ConversationShape, Placed, View, place_notice, touched_item, unreadable_parts, view_decisions
@@ -378,7 +378,9 @@ def _unreadable_part(part: Any) -> str | None:
     if isinstance(part, Mapping) and part.get("type") == "input_file":
         if not part.get("file_data"):
             return "a file referenced by id or URL: its content is not in the request"
-        return media.unreadable({"type": "file", "file": {"file_data": part["file_data"]}})
+        return unreadable_as_sent({"type": "file", "file": {"file_data": part["file_data"]}})
+    if isinstance(part, Mapping) and part.get("type") == "input_image":  # as the view has it (a gs:// URL, a PDF)
+        return unreadable_as_sent({"type": "image_url", "image_url": {"url": part.get("image_url")}})
     return None
 
 
