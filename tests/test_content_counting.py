@@ -133,6 +133,15 @@ DISGUISED = {
                                                         "format": "application/pdf"}},
     "chat_document_part": {"type": "document", "source": {"type": "base64", "media_type": "application/pdf",
                                                           "data": PDF_BODY}},
+    # a review of the fix: Gemini reads mime_type and content_type too; Claude's tool results read the data URL's
+    # own type whatever the format says; LiteLLM finds a data URL after any text (split("data:")[1])
+    "image_url_mime_type_pdf": {"type": "image_url", "image_url": {"url": "data:image/png;base64," + PDF_BODY,
+                                                                   "mime_type": "application/pdf"}},
+    "image_url_content_type_pdf": {"type": "image_url", "image_url": {"url": "data:image/png;base64," + PDF_BODY,
+                                                                      "content_type": "application/pdf"}},
+    "image_url_pdf_declared_png": {"type": "image_url", "image_url": {"url": PDF_100, "format": "image/png"}},
+    "image_url_text_before_data": {"type": "image_url", "image_url": {"url": " " + PDF_100}},
+    "file_text_before_data": {"type": "file", "file": {"file_data": "x " + PDF_100}},
 }
 
 
@@ -196,19 +205,22 @@ def test_a_part_is_never_priced_below_the_file_it_is_sent_as(real, said, wrapper
         assert counter.count_request(chat_part(part)).total >= counter.count_request(chat_part(actual)).total
 
 
+def calls(call_id: str) -> dict:
+    """A tool call and its result under ``call_id``."""
+    return {"messages": [{"role": "user", "content": "go"},
+                         {"role": "assistant", "content": None, "tool_calls": [
+                             {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                         {"role": "tool", "tool_call_id": call_id, "content": "ok"}]}
+
+
 def test_a_tool_call_id_no_provider_would_make_is_counted_as_the_text_it_is():
     """Providers make ids of 9-30 characters, which the fitted framing prices; a client may send any string,
     and the provider receives it (the review's follow-up: ids were never counted)."""
-    def calls(call_id: str) -> dict:
-        return {"messages": [{"role": "user", "content": "go"},
-                             {"role": "assistant", "content": None, "tool_calls": [
-                                 {"id": call_id, "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
-                             {"role": "tool", "tool_call_id": call_id, "content": "ok"}]}
     for counter in (GPT, CLAUDE):
         short = counter.count_request(calls("call_" + "a" * 24)).total
         assert counter.count_request(calls("call_" + "b" * 24)).total == short  # a real id: unchanged
         long_id = "call_" + " ".join(f"w{i}" for i in range(2000))
-        assert counter.count_request(calls(long_id)).total >= short + 2 * counter.count_text(long_id)
+        assert counter.count_request(calls(long_id)).total >= short + 2 * (counter.count_text(long_id) - 24)
 
 
 @pytest.mark.parametrize("shape, body, path", [
@@ -226,3 +238,21 @@ def test_every_shape_flags_what_its_parts_are_sent_as(shape, body, path):
     assert any(path in w for w in estimated.warnings), estimated.warnings
     blocked = decide_with(shape, body, unreadable_content="block")
     assert blocked.action == "blocked" and blocked.block.param == path
+
+
+def test_an_assistants_generated_images_are_priced_as_what_they_carry():
+    """LiteLLM sends an assistant message's ``images`` back to Gemini as inline data (a review of the fix: a PDF
+    there was not counted at all)."""
+    gemini = TokenCounter.for_model("gemini/gemini-2.5-flash")
+    history = [{"role": "user", "content": "draw"},
+               {"role": "assistant", "content": "here", "images": [{"type": "image_url", "index": 0,
+                                                                    "image_url": {"url": PDF_100}}]},
+               {"role": "user", "content": "thanks"}]
+    assert gemini.count_request({"messages": history}).total >= gemini.count_request(AS_FILE).total
+
+
+def test_an_id_of_many_tokens_in_few_characters_is_counted():
+    """A threshold in characters let 64 characters of 64 tokens pass (a review of the fix): it is in tokens."""
+    for counter in (GPT, CLAUDE):
+        short = counter.count_request(calls("toolu_" + "Ab3" * 8)).total
+        assert counter.count_request(calls("-9" * 32)).total >= short + 2 * (counter.count_text("-9" * 32) - 24) > short

@@ -340,18 +340,24 @@ def test_a_stored_prompt_an_attempt_gains_is_refused_unless_the_request_or_the_d
     fills the template in (3,912 tokens counted, 27,929 sent to a 16k window)."""
     from budget_hook.pipeline.bounds import added_stored_prompt
 
-    assert added_stored_prompt({"prompt_id": "big"}, {}, dict) == "prompt_id"
-    assert added_stored_prompt({"prompt_id": "big"}, {"prompt_id": "big"}, dict) is None  # the request's own
-    assert added_stored_prompt({"prompt_id": "big"}, {}, lambda: {"prompt_id": "big"}) is None  # the operator's
-    assert added_stored_prompt({"prompt_id": None}, {}, dict) is None
+    assert added_stored_prompt({"prompt_id": "big"}, None, dict) == "prompt_id"
+    assert added_stored_prompt({"prompt_id": "big"}, "big", dict) is None  # the request's own
+    assert added_stored_prompt({"prompt_id": "big"}, None, lambda: {"prompt_id": "big"}) is None  # the operator's
+    assert added_stored_prompt({"prompt_id": None}, None, dict) is None
 
 
-def test_a_stored_prompt_on_completions_is_a_400_naming_it():
+@pytest.mark.parametrize("call_type, body", [
+    ("atext_completion", {"model": "g", "prompt": "hi"}),
+    ("anthropic_messages", {"model": "g", "max_tokens": 10, "messages": [USER]}),
+    ("agenerate_content", {"model": "g", "contents": [{"role": "user", "parts": [{"text": "hi"}]}]}),
+])
+def test_a_stored_prompt_the_proxy_does_not_fill_in_before_the_hook_is_a_400_naming_it(call_type, body):
     """``litellm.text_completion`` hands ``prompt_id`` to ``completion()``, which fills the template in after both
-    hooks; the proxy fills it in before the hook only for chat and Responses calls."""
-    outcome, error = run({"model": "g", "prompt": "hi", "prompt_id": "bigsys"}, "atext_completion")
+    hooks, and so do the bridges of /v1/messages (a 21k-token template reached a 16k window, priced as a 10k
+    reference); the proxy fills it in before the hook only for chat and Responses calls."""
+    outcome, error = run({**body, "prompt_id": "bigsys"}, call_type)
     assert outcome == "rejected" and error.param == "prompt_id" and "/chat/completions" in error.message
-    assert run({"model": "g", "prompt": "hi", "prompt_id": None}, "atext_completion")[0] == "forwarded"
+    assert run({**body, "prompt_id": None}, call_type)[0] == "forwarded"
 
 
 def test_an_output_allowance_in_extra_body_or_as_a_float_is_reserved():

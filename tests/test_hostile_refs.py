@@ -83,8 +83,6 @@ REFERENCES = [
     ("anthropic", anthropic(mcp_servers=[{"type": "url", "url": "https://mcp.example", "name": "docs"}]),
      "mcp_servers[0]"),
     ("anthropic", anthropic(tools=[{"type": "mcp_toolset", "mcp_server_name": "docs"}]), "tools[0]"),
-    # LiteLLM fills the stored prompt in when it bridges /v1/messages to a chat deployment (a fifth attack review)
-    ("anthropic", anthropic(prompt_id="support-bot-v3"), "prompt_id"),
     ("anthropic", anthropic(container={"id": "c1", "skills": [{"type": "anthropic", "skill_id": "pptx"}]}),
      "container.skills[0]"),
     ("anthropic", {"max_tokens": 100, "messages": [{"role": "user", "content": [

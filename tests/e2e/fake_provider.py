@@ -41,6 +41,8 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a rea
   response id): a request naming ``previous_response_id`` is counted as that chain + its new input (the
   window checked against the sum, as OpenAI does), an unknown id is a 400 ``previous_response_not_found``.
 
+* serves Ollama's ``/api/show`` and ``/api/generate`` (the prompt LiteLLM's ``ollama/`` renders) and Cohere's
+  ``/v2/chat`` (messages, documents, tools), each counted and refused past the window in the provider's words;
 * serves Gemini's ``POST /v1beta/models/{model}:generateContent`` and ``:streamGenerateContent`` (SSE with
   ``alt=sse``, else a JSON array), with Gemini's ``The input token count (N) exceeds the maximum number of
   tokens allowed (M).`` 400; ``/v1/responses/compact`` like ``/v1/responses`` (unstreamed); an Azure
@@ -235,6 +237,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._responses({**body, "stream": False})
         if path.endswith((":generateContent", ":streamGenerateContent")):
             return self._gemini(path, body)
+        if path.endswith(("/api/show", "/api/generate")):
+            return self._ollama(path, body)
+        if path.endswith("/v2/chat"):
+            return self._cohere(body)
         if not path.endswith("/chat/completions"):
             return self._error(404, f"fake provider serves chat completions only, not {self.path}", None)
         model = body.get("model") or path.partition("/deployments/")[2].split("/")[0]  # Azure: in the path
@@ -543,6 +549,44 @@ def _gemini(self, path: str, body: dict) -> None:
     return None
 
 
+def _ollama(self, path: str, body: dict) -> None:
+    """Ollama's ``/api/show`` (the model's context length) and ``/api/generate`` (the prompt LiteLLM's ``ollama/``
+    renders: every string it carries counted, refused past the window)."""
+    model = str(body.get("model") or body.get("name") or "")
+    if model not in MODELS:
+        return self._send(404, {"error": f"model '{model}' not found"})
+    if path.endswith("/api/show"):
+        return self._send(200, {"template": "{{ .Prompt }}", "details": {},
+                                "model_info": {"llama.context_length": MODELS[model]}})
+    prompt = billed(_count_strings(body.get("prompt"), body.get("system")))
+    reserve = int((body.get("options") or {}).get("num_predict") or 0)
+    if prompt + reserve > MODELS[model]:
+        _stat("rejected_window")
+        return self._send(400, {"error": f"the input length exceeds the context length ({prompt} > {MODELS[model]})"})
+    _stat("accepted")
+    return self._send(200, {"model": model, "created_at": "2026-01-01T00:00:00Z", "response": f"ok: {prompt} tokens",
+                            "done": True, "done_reason": "stop", "prompt_eval_count": prompt, "eval_count": 8})
+
+
+def _cohere(self, body: dict) -> None:
+    """Cohere's ``/v2/chat``: messages, documents and tools counted, refused past the window."""
+    model = str(body.get("model") or "")
+    if model not in MODELS:
+        return self._send(404, {"message": f"model '{model}' not found"})
+    prompt = billed(_count_strings(body.get("messages"), body.get("documents"), body.get("tools")))
+    if prompt > MODELS[model]:
+        _stat("rejected_window")
+        return self._send(400, {"message": f"too many tokens: total number of tokens in the prompt cannot exceed "
+                                           f"{MODELS[model]} - received {prompt}. Try using a shorter prompt"})
+    _stat("accepted")
+    return self._send(200, {"id": uuid.uuid4().hex, "finish_reason": "COMPLETE", "message": {
+        "role": "assistant", "content": [{"type": "text", "text": f"ok: {prompt} input tokens"}]},
+        "usage": {"billed_units": {"input_tokens": prompt, "output_tokens": 8},
+                  "tokens": {"input_tokens": prompt, "output_tokens": 8}}})
+
+
+Handler._ollama = _ollama
+Handler._cohere = _cohere
 Handler._anthropic = _anthropic
 Handler._count_tokens = _count_tokens
 Handler._embeddings = _embeddings

@@ -74,10 +74,16 @@ def send(process, group: str, marker: str, part: dict, *, in_tool_result: bool =
     ("gem", {"type": "image_url", "image_url": {"url": "data:application/pdf;base64," + pdf_base64(1000)}}, False,
      "context_length_exceeded"),
     ("gem", {"type": "image_url", "image_url": {"url": "gs://bucket/book.pdf"}}, False, "content_not_countable"),
+    # a review of the fix: Gemini reads mime_type too; Claude's tool results read the data URL's type, not format
+    ("gem", {"type": "image_url", "image_url": {"url": "data:image/png;base64," + pdf_base64(1000),
+                                                "mime_type": "application/pdf"}}, False, "context_length_exceeded"),
+    ("claude", {"type": "image_url", "image_url": {"url": "data:application/pdf;base64," + PDF, "format": "image/png"}},
+     True, "context_length_exceeded"),
     ("gem", {"type": "image_url", "image_url": {"url": "https://generativelanguage.googleapis.com/v1beta/files/x",
                                                 "format": "application/pdf"}}, False, "content_not_countable"),
 ], ids=["claude-document-part", "claude-pdf-in-image-url", "claude-file-format-pdf", "claude-document-url",
-        "gemini-pdf-in-image-url", "gemini-gs-reference", "gemini-files-api-reference"])
+        "gemini-pdf-in-image-url", "gemini-gs-reference", "gemini-pdf-by-mime-type", "claude-pdf-declared-png",
+        "gemini-files-api-reference"])
 def test_a_part_priced_as_what_litellm_sends_never_reaches_the_provider_over_the_window(proxy, group, part,
                                                                                          in_tool_result, code):
     process, upstream = proxy

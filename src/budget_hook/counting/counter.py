@@ -35,8 +35,9 @@ from .canonical import canonical_json, plain_calls_key
 from .encodings import PIECE_CHARS, get_encoding
 from .family_tokenizers import family_encoder
 from .media import audio_tokens, file_text, file_tokens
-from .parts import HIDDEN_PROMPT, RESPONSES_VIEW, RETYPED, THOUGHT_SIGNATURE, ViewPart, sent_as
+from .parts import HIDDEN_PROMPT, ONE_OF, RESPONSES_VIEW, RETYPED, THOUGHT_SIGNATURE, ViewPart, image_detail, sent_as
 from .profiles import TokenizerProfile, resolve_tokenizer, responses_extra
+from .rendered import calls_text, function_prompt, prompt_fields_text
 from .runs import DIGIT_GROUPED, digit_extra, number_tokens, run_aware_extra
 from .signatures import SEPARATOR, signature_tokens
 from .tools import inlined_tokens, render_functions, response_schemas, tool_functions, tool_json, unrendered_text
@@ -47,27 +48,16 @@ from .validation import empty_texts, validate_message, validate_messages
 FAMILY_ENCODINGS = frozenset({"mistral", "llama3", "qwen", "qwen3.5", "deepseek"})
 #: a file's name and framing around its text
 FILE_FRAMING_TOKENS = 20
-_IMAGE_DETAILS = frozenset({"auto", "low", "high"})
 #: texts this short (roles, names, call ids, short arguments) are counted once per profile, up to ``SHORT_TEXTS`` in all
 SHORT_TEXT_CHARS, SHORT_TEXTS = 32, 65_536
 _SHORT: dict[tuple[int, str], int] = {}
 
 
-def image_detail(detail: Any, where: str) -> str:
-    """An image's ``detail``: ``auto`` when absent or empty, else one of auto, low or high; anything else (an
-    object or a list too: unhashable) is a 400 naming ``{where}.detail``."""
-    if detail is None or detail == "":
-        return "auto"
-    if not isinstance(detail, str) or detail not in _IMAGE_DETAILS:
-        raise MalformedRequestError(f"{where}.detail", "an invalid detail value (expected auto, low or high)")
-    return detail
-
-
 _PROFILE_IDS: dict[TokenizerProfile, int] = {}
-#: a tool call id longer than providers make (``call_`` or ``toolu_`` and 24 characters; Mistral's 9) is counted
-#: as text: the provider receives it (the Gemini view's ids are its own, from the call's name and arguments; LiteLLM
-#: takes a replayed Gemini thought signature off an id for other providers)
-LONG_ID_CHARS = 64
+#: what a tool call id providers make costs at most (``call_`` or ``toolu_`` and 24 random characters: 18 tokens),
+#: in the fitted framing; past it an id's tokens are counted, as the provider receives it (the Gemini view's ids are
+#: its own; LiteLLM takes a replayed Gemini thought signature off an id for other providers)
+ID_TOKENS = 24
 
 
 def _profile_id(profile: TokenizerProfile) -> int:
@@ -168,12 +158,10 @@ class TokenCounter:
             # OpenAI reuses the first system message for the tool preamble (measured: 4 tokens fewer); taken
             # from the tools' share, which is never that small, so no part of the count reads negative
             tools_tokens -= 4
-        system = request.get("system")
-        if system:
-            # A top-level ``system`` on /chat/completions: LiteLLM forwards it (to Claude, as its system
-            # prompt), so it costs what a system message costs.
-            overhead += self.profile.tokens_per_message + self._scaled(self.count_text(
-                system if isinstance(system, str) else canonical_json(system)))
+        rendered = prompt_fields_text(request)  # forwarded into the prompt: a top-level system, Cohere's documents...
+        prompt, times = function_prompt(request, messages) if self.profile.tools_as_text else ("", 0)
+        overhead += self._scaled(sum(map(self.count_text, rendered)) + times * self.count_text(prompt)) + \
+            (self.profile.tokens_per_message if request.get("system") else 0)  # a system message's framing
         return RequestCount(
             model=self.model,
             encoding=self.profile.encoding_name,
@@ -340,9 +328,14 @@ class TokenCounter:
                     text += self._count_call(function)
                 else:
                     text += self.count_text(canonical_json(call))
+            text += self.count_text(calls_text(tool_calls)) if profile.tools_as_text else 0  # ollama_pt's again
         ids = [c.get("id") for c in tool_calls if isinstance(c, Mapping)] if isinstance(tool_calls, list) else []
         sent = [i.partition(SEPARATOR)[0] for i in (*ids, message.get("tool_call_id")) if isinstance(i, str)]
-        text += sum(self.count_text(i) for i in sent if len(i) > LONG_ID_CHARS) if profile.family != "gemini" else 0
+        text += sum(max(0, self.count_text(i) - ID_TOKENS) for i in sent) if profile.family != "gemini" else 0
+        images = message.get("images")  # an assistant's generated images, sent back to Gemini as inline data
+        for image_index, image in enumerate(images if isinstance(images, list) else []):
+            media += sum(self._count_part({**image, "type": "image_url"}, f"{where}.images[{image_index}]")) \
+                if isinstance(image, Mapping) else 0
         media += signature_tokens(message, profile.signature_chars_per_token) if profile.family == "gemini" else 0
         framing -= 2 if role == "function" else 0  # legacy function results carry less framing (measured)
         if profile.empty_text and role in ("user", "assistant") and (empty := empty_texts(content)):
@@ -403,6 +396,8 @@ class TokenCounter:
                 return 0, math.ceil(len(str(part.get("signature", ""))) / self.profile.signature_chars_per_token)
             if kind == HIDDEN_PROMPT:
                 return 0, max(0, int(part.get("tokens", 0)))
+            if kind == ONE_OF:  # sent as one of these, depending on the provider: the dearest
+                return max((self._count_part(one, where) for one in part["parts"]), key=sum)
         # Unknown or malformed part: count everything it carries, so nothing is free.
         return self.count_text(canonical_json(part)), 0
 

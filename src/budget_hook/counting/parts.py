@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..errors import MalformedRequestError
 from . import media
 from .canonical import canonical_json
 
@@ -34,6 +35,21 @@ HIDDEN_PROMPT = ViewPart("hidden_prompt")
 #: the ``type`` of a tool the Responses API declared: it bills tools its own way (``responses_tools_*``); and
 #: the key a ``/v1/responses`` view carries, tools or not (gpt-5.x bills its items more: ``responses_extra``)
 RESPONSES_FUNCTION, RESPONSES_VIEW = ViewPart("function"), "budget_hook_responses_view"
+#: a part LiteLLM sends as one of its ``parts`` depending on the provider: priced as the dearest
+ONE_OF = ViewPart("one_of")
+
+_IMAGE_DETAILS = frozenset({"auto", "low", "high"})
+
+
+def image_detail(detail: Any, where: str) -> str:
+    """An image's ``detail``: ``auto`` when absent or empty, else one of auto, low or high; anything else (an
+    object or a list too: unhashable) is a 400 naming ``{where}.detail``."""
+    if detail is None or detail == "":
+        return "auto"
+    if not isinstance(detail, str) or detail not in _IMAGE_DETAILS:
+        raise MalformedRequestError(f"{where}.detail", "an invalid detail value (expected auto, low or high)")
+    return detail
+
 
 #: part types whose media LiteLLM may send as something else (``sent_as``)
 RETYPED = ("document", "image_url", "input_image", "file")  # a tuple: a type that is an object is no error
@@ -43,47 +59,81 @@ IMAGE_NAMES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".heic", ".heif", ".bmp
 
 
 def sent_as(part: Mapping[str, Any]) -> list[dict[str, Any]] | None:
-    """The parts LiteLLM sends for ``part`` when they are not what its ``type`` says (see the module), else None."""
+    """The parts LiteLLM sends for ``part`` when they are not what its ``type`` says (see the module), else None.
+
+    A data URL is priced as the dearer of what the part declares (``format``, or Gemini's ``mime_type`` and
+    ``content_type``) and what the URL says (``_typed``); it is found where LiteLLM finds it (``split("data:")[1]``:
+    after any text), unless the URL is one LiteLLM fetches."""
     kind = part.get("type")
     if kind == "document":
         return document_parts(part)
     if kind in ("image_url", "input_image"):
         image = part.get("image_url")
         url = image.get("url") if isinstance(image, Mapping) else image
-        declared = _media_type(image.get("format")) if isinstance(image, Mapping) else ""
+        declared = _declared(image) if isinstance(image, Mapping) else ""
         if not isinstance(url, str):
             return None  # the counter's own 400
-        if url.startswith("data:"):
-            real = declared or _data_type(url)
-            return None if real.startswith("image/") else [{"type": "file", "file": {"file_data": retyped(url, real)}}]
-        if (declared and not declared.startswith("image/")) or url.startswith(FILE_URLS) or (
-                url.startswith("gs://") and not url.lower().endswith(IMAGE_NAMES)):
+        data = _data_url(url)
+        if data is not None:
+            own = _data_type(data)  # an image as it says: priced by the counter as it is
+            plain = data is url and own.startswith("image/") and declared in ("", own)
+            return None if plain else _typed(data, declared)
+        if declared.startswith("image/"):
+            return None
+        if declared or url.startswith(FILE_URLS) or (url.startswith("gs://") and not url.lower().endswith(IMAGE_NAMES)):
             return [{"type": "file", "file": {"file_id": url}}]  # content the request does not carry
         return None
     file = part.get("file")
-    if kind == "file" and isinstance(file, Mapping) and (declared := _media_type(file.get("format"))):
-        data = file.get("file_data")
-        if isinstance(data, str) and data.startswith("data:") and _data_type(data) != declared:
-            return [{"type": "file", "file": {"file_data": retyped(data, declared)}}]
-    return None
+    data = file.get("file_data") if kind == "file" and isinstance(file, Mapping) else None
+    found = _data_url(data) if isinstance(data, str) else None
+    if found is None or not isinstance(file, Mapping):
+        return None
+    declared = _declared(file)
+    return None if found is data and declared in ("", _data_type(data)) else _typed(found, declared)
+
+
+def _typed(data: str, declared: str) -> list[dict[str, Any]]:
+    """A data URL sent as its own type or as the one declared (Gemini sends the declared type, Claude's tool results
+    the data URL's): the part of that type, or ``ONE_OF`` both, priced as the dearer."""
+    kinds = list(dict.fromkeys(t for t in (declared, _data_type(data)) if t)) or [""]
+    urls = [data if kind in ("", _data_type(data)) else retyped(data, kind) for kind in kinds]
+    options = [{"type": "image_url", "image_url": {"url": url}} if kind.startswith("image/") else
+               {"type": "file", "file": {"file_data": url}} for kind, url in zip(kinds, urls, strict=True)]
+    return options if len(options) == 1 else [{"type": ONE_OF, "parts": options}]
 
 
 def unreadable_as_sent(part: Any) -> str | None:
     """Why the size of what LiteLLM sends for a chat part cannot be known here (``media.unreadable`` of the parts
     ``sent_as`` gives, or of the part itself), or None."""
-    instead = sent_as(part) if isinstance(part, Mapping) and part.get("type") in RETYPED else None
-    if instead is not None:
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    instead = sent_as(part) if kind in RETYPED else part.get("parts") if type(kind) is ViewPart and kind == ONE_OF \
+        else None
+    if isinstance(instead, list):
         return next((why for one in instead if (why := unreadable_as_sent(one))), None)
     return media.unreadable(part)
 
 
+def _declared(holder: Mapping[str, Any]) -> str:
+    """The media type a part declares (``format``; Gemini reads ``mime_type`` and ``content_type`` too)."""
+    return next((found for key in ("format", "mime_type", "content_type") if (found := _media_type(holder.get(key)))),
+                "")
+
+
+def _data_url(url: str) -> str | None:
+    """The data URL LiteLLM reads in ``url``: from its first ``data:`` on, unless the URL is one it fetches."""
+    if url.startswith("data:"):
+        return url
+    at = -1 if url.startswith(("http://", "https://", "gs://")) else url.find("data:")
+    return url[at:] if at > 0 else None
+
+
 def _media_type(value: Any) -> str:
-    return value.strip().lower() if isinstance(value, str) else ""
+    return value.partition(";")[0].strip().lower() if isinstance(value, str) else ""
 
 
 def _data_type(url: str) -> str:
     """A data URL's own media type (``data:<type>;base64,...``), lower-cased."""
-    return _media_type(url[5:80].partition(";")[0].partition(",")[0])
+    return _media_type(url[5:80].partition(",")[0])
 
 
 def retyped(url: str, media_type: str) -> str:

@@ -73,6 +73,8 @@ class TokenizerProfile:
     #: what LiteLLM writes for each empty (or blank) text of a user or assistant message on the way to this family
     #: (``validation.empty_texts``), whatever the settings: counted as that text ("" : sent as it is)
     empty_text: str = ""
+    #: LiteLLM writes the tools and earlier tool calls into the prompt text (``ollama/``: ``counting.rendered``)
+    tools_as_text: bool = False
     #: framing of one assistant tool call, and the wrapper around parallel calls
     tokens_per_tool_call: int = 7
     tokens_per_parallel_calls: int = 16
@@ -163,7 +165,14 @@ def model_key(model: str) -> str:
 
 
 def resolve_tokenizer(model: str | None, *, base_model: str | None = None) -> TokenizerProfile:
-    """Profile for ``model`` (``base_model`` wins when given, as for Azure deployments). Never raises."""
+    """Profile for ``model`` (``base_model`` wins when given, as for Azure deployments). Never raises. The provider
+    (``model``'s prefix) says how the prompt is written: ``ollama/`` writes tools in as text."""
+    profile = _family_profile(model, base_model)
+    ollama = isinstance(model, str) and model.strip().lower().startswith("ollama/")
+    return replace(profile, tools_as_text=True) if ollama else profile
+
+
+def _family_profile(model: str | None, base_model: str | None) -> TokenizerProfile:
     name = model_key(base_model or model or "")
     if _openai.O200K_CHAT.match(name):
         return _openai_profile(name, "o200k_base")

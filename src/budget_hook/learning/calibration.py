@@ -78,6 +78,7 @@ _SERVER_TOOL_PREFIXES = ("web_search", "web_fetch", "code_execution", "code_inte
                          "file_search", "image_generation", "url_context")
 _SERVER_FIELDS = ("previous_response_id", "conversation", "mcp_servers", "context_management", "container",
                   "cachedContent", "cached_content", "web_search_options", "vector_store_ids", "prompt_id",
+                  "connectors", "conversation_id",  # Cohere's search, and the history it holds
                   # a mocked answer (keys LiteLLM lets send one): its usage is the client's own words
                   "mock_response")
 #: Gemini's server-side tools, as keys of a tool (either spelling)

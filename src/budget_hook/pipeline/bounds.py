@@ -229,13 +229,13 @@ def operator_prompt_parameters(kwargs: Mapping[str, Any], own: Callable[[], Mapp
     return {name: kwargs[name] for name in present if name in configured and configured[name] == kwargs[name]}
 
 
-def added_stored_prompt(kwargs: Mapping[str, Any], decided: Mapping[str, Any],
-                        own: Callable[[], Mapping[str, Any]]) -> str | None:
-    """``prompt_id`` when a router attempt carries one that is neither the decided request's (a reference its
-    decision estimated) nor the operator's (its deployment's): a client's, merged by the router from a fallback
-    target in the router's own format or a settings override; LiteLLM fills its template in inside the call."""
+def added_stored_prompt(kwargs: Mapping[str, Any], decided: Any, own: Callable[[], Mapping[str, Any]]) -> str | None:
+    """``prompt_id`` when a router attempt carries one that is neither the decided request's (``decided``: a
+    reference its decision estimated) nor the operator's (its deployment's): a client's, merged by the router from a
+    fallback target in the router's own format or a settings override; LiteLLM fills its template in inside the
+    call."""
     value = kwargs.get("prompt_id")
-    if not _set(value) or value == decided.get("prompt_id") or own().get("prompt_id") == value:
+    if not _set(value) or value == decided or own().get("prompt_id") == value:
         return None
     return "prompt_id"
 

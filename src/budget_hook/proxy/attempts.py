@@ -66,7 +66,7 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
                 plugin.records.forget(call_id)
     # a client's prompt parameter that reached the attempt by a way the pre-call check does not read (a fallback
     # target in the router's format, a settings override): LiteLLM would write its text after this hook
-    added = added_prompt_parameter(kwargs, own) or added_stored_prompt(kwargs, decided.request.body, own)
+    added = added_prompt_parameter(kwargs, own) or added_stored_prompt(kwargs, decided.prompt_id, own)
     if added is not None:
         raise error_type(prompt_parameter_error(added))
     try:

@@ -345,7 +345,8 @@ class BudgetHookPlugin(CustomLogger):
         self.records.remember(data.get("litellm_call_id"), record,
                               Decided(marker, replace(request, body={}), decision.limits,
                                       decision.resolved.policy.fail_mode, content, call_type=str(call_type),
-                                      chain=chain.held if chain is not None else None), snapshot(data), size)
+                                      chain=chain.held if chain is not None else None,
+                                      prompt_id=data.get("prompt_id")), snapshot(data), size)
         return forwarded
 
     async def _advertise(self, path: str, payload: Any, endpoint_args: Mapping[str, Any]) -> Any:

@@ -57,6 +57,9 @@ class Decided:
     #: the tokens the provider holds for the Responses chain the request continues (``chains.Chain``), counted
     #: again with each attempt's own window; None: it continues no chain the gateway knows
     chain: int | None = None
+    #: the stored prompt the request names, left for the call (one the proxy's registry did not fill in before the
+    #: hook: a reference the decision estimated); an attempt may carry it, and no other (``bounds.added_stored_prompt``)
+    prompt_id: Any = None
 
 
 @dataclass

@@ -481,5 +481,8 @@ SHAPE = ConversationShape(
     touched_content=_touched_content,
     unreadable=_unreadable,
     references=anthropic_references,
+    # the proxy fills a stored prompt in before the hook only for chat and Responses calls; LiteLLM fills this one
+    # in after both hooks (when it bridges the call, and on the way to Claude: a 21k-token template reached 16k)
+    prompt_fields=("prompt_id",),
     protected_note=CACHE_PREFIX_NOTE,
 )

@@ -426,5 +426,6 @@ SHAPE = ConversationShape(
     touched_content=_touched_content,
     unreadable=_unreadable,
     references=gemini_references,
+    prompt_fields=("prompt_id",),  # the proxy never fills a stored prompt in before the hook on this route
     remedy="Shorten the latest content, lower maxOutputTokens, or use a model with a larger context window.",
 )

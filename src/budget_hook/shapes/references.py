@@ -37,6 +37,8 @@ CONTAINER_FILES = "files uploaded to the tool's container: their content is not 
 SERVER_HISTORY = "history the provider holds: it is not in the request"
 VECTOR_STORE = ("a vector store LiteLLM searches after the gateway's check, adding the results to the prompt: they "
                 "are not in the request")
+CONNECTORS = ("a search the provider runs (Cohere's connectors), adding its results to the prompt: they are not in "
+              "the request")
 CLIENT_TEMPLATE = ("a chat template of the client's that the server renders the prompt with (vLLM, SGLang): the "
                    "prompt it makes cannot be sized")
 
@@ -104,13 +106,14 @@ def chat_references(body: Mapping[str, Any]) -> list[Reference]:
             *_listed(body, "mcp_servers", MCP_SERVER), *_tools(body, _search_tool),
             # LiteLLM forwards it to a deployment it bridges to the Responses API: the provider adds the chain it
             # holds (server-held history, counted by ``proxy.chains`` when this gateway saw it)
-            *_fields(body, {"previous_response_id": SERVER_HISTORY}, tokens=0)]
+            *_fields(body, {"previous_response_id": SERVER_HISTORY, "conversation_id": SERVER_HISTORY}, tokens=0),
+            # Cohere's own search, whose results it adds to the prompt (LiteLLM forwards a provider's parameters)
+            *_fields(body, {"connectors": CONNECTORS})]
 
 
 def anthropic_references(body: Mapping[str, Any]) -> list[Reference]:
-    # LiteLLM fills a stored prompt in when it bridges the call to a chat or Responses deployment
-    found = [*_listed(body, "mcp_servers", MCP_SERVER), *_tools(body, _mcp_tool),
-             *_fields(body, {"prompt_id": STORED_PROMPT})]
+    # (a stored prompt, which LiteLLM fills in after the check, is a 400: ``Shape.prompt_fields``)
+    found = [*_listed(body, "mcp_servers", MCP_SERVER), *_tools(body, _mcp_tool)]
     for prefix, source in _sources(body):
         container = source.get("container")
         skills = container.get("skills") if isinstance(container, Mapping) else None

@@ -35,8 +35,13 @@ from typing import Any, cast
 
 from ..budget import OUTPUT_TOKEN_FIELDS, Budget
 from ..counting import TokenCounter, canonical_json
-from ..counting.counter import image_detail
-from ..counting.parts import RESPONSES_FUNCTION, RESPONSES_VIEW, THOUGHT_SIGNATURE, unreadable_as_sent
+from ..counting.parts import (
+    RESPONSES_FUNCTION,
+    RESPONSES_VIEW,
+    THOUGHT_SIGNATURE,
+    image_detail,
+    unreadable_as_sent,
+)
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .base import ConversationShape, Placed, View, place_notice, touched_item, unreadable_parts, view_decisions

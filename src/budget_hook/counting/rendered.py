@@ -1,0 +1,70 @@
+"""Text LiteLLM or the provider renders into the prompt besides the messages and tools (pure; never raises).
+
+* ``prompt_fields_text(request)``: top-level fields a provider reads into the prompt (``PROMPT_FIELDS``), in the
+  body or in ``extra_body`` (which LiteLLM merges): a chat body's ``system`` (sent to Claude as its system prompt),
+  Cohere's ``preamble``, ``documents`` and ``chat_history`` (LiteLLM forwards a provider's own parameters), and what
+  a self-hosted server's chat template reads without a template configured here (``documents``,
+  ``chat_template_kwargs``). Counted as their text, JSON when not a string: an attack review (2026-12-06) sent
+  10,000 tokens in each to a Cohere or vLLM deployment, counted as 9-40.
+* ``ollama/`` (``TokenizerProfile.tools_as_text``): LiteLLM writes the tools into the prompt, appending
+  ``function_call_prompt``'s sentence and every tool's Python repr to *each* system message (one more system
+  message when there is none): 734 tokens counted, 9,635 sent with 25 system messages. ``ollama_pt`` writes an
+  assistant's tool calls again, re-serialised (``Tool Calls: json.dumps(calls, indent=2)``, non-ASCII escaped):
+  5,322 counted, 25,084 sent for four calls writing Chinese text. ``function_prompt`` and ``calls_text`` give
+  that text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from .canonical import canonical_json
+
+#: top-level fields whose text reaches the prompt besides the messages (see the module)
+PROMPT_FIELDS = ("system", "preamble", "documents", "chat_history", "chat_template_kwargs")
+#: ``litellm_core_utils.prompt_templates.factory.function_call_prompt``'s sentence
+FUNCTION_PROMPT = ('Produce JSON OUTPUT ONLY! Adhere to this format {"name": "function_name", "arguments":'
+                   '{"argument_name": "argument_value"}} The following functions are available to you:')
+
+
+def prompt_fields_text(request: Mapping[str, Any]) -> list[str]:
+    """The text of each ``PROMPT_FIELDS`` value set in ``request`` or its ``extra_body``."""
+    texts: list[str] = []
+    for source in (request, request.get("extra_body")):
+        if isinstance(source, Mapping):
+            texts += [value if isinstance(value, str) else canonical_json(value)
+                      for name in PROMPT_FIELDS if (value := source.get(name))]
+    return texts
+
+
+def function_prompt(request: Mapping[str, Any], messages: Sequence[Any]) -> tuple[str, int]:
+    """The text ``function_call_prompt`` appends for the request's tools (or legacy functions), and how many times:
+    once per system message, or once (a system message of its own) when there is none; ("", 0) without tools."""
+    tools = request.get("tools") or request.get("functions")
+    if not isinstance(tools, list) or not tools:
+        return "", 0
+    text = " " + FUNCTION_PROMPT + "".join(f"\n{tool}\n" for tool in tools)  # str(tool): Python's repr
+    systems = sum(isinstance(m, Mapping) and "system" in str(m.get("role")) for m in messages)
+    return text, max(1, systems)
+
+
+def calls_text(tool_calls: Sequence[Any]) -> str:
+    """``ollama_pt``'s ``Tool Calls: ...`` for one message's tool calls ("" when LiteLLM could not render them: it
+    raises on arguments that are not JSON, and nothing is sent)."""
+    rendered = []
+    for call in tool_calls:
+        function = call.get("function") if isinstance(call, Mapping) else None
+        arguments = function.get("arguments") if isinstance(function, Mapping) else None
+        try:
+            parsed = json.loads(arguments) if isinstance(arguments, (str, bytes)) else arguments
+        except (ValueError, RecursionError):
+            return ""
+        rendered.append({"id": call.get("id") if isinstance(call, Mapping) else None, "type": "function",
+                         "function": {"name": function.get("name") if isinstance(function, Mapping) else None,
+                                      "arguments": parsed}})
+    try:
+        return "Tool Calls: " + json.dumps(rendered, indent=2)
+    except (TypeError, ValueError, RecursionError):
+        return ""

@@ -1,0 +1,66 @@
+"""Text LiteLLM renders into the prompt besides the messages is counted (``counting.rendered``).
+
+Compared with LiteLLM's own functions from the installed package: for ``ollama/``, ``function_call_prompt`` (the
+tools appended to every system message) and ``ollama_pt`` (the prompt it sends, tool calls written again with
+``json.dumps(indent=2)``); an attack review (2026-12-06) found 734 tokens counted against 9,635 sent, and 5,322
+against 25,084. And the fields Cohere and self-hosted templates read into the prompt.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from litellm.litellm_core_utils.prompt_templates.factory import function_call_prompt, ollama_pt
+
+from budget_hook.counting import TokenCounter
+
+OLLAMA = TokenCounter.for_model("ollama/llama3.1")
+TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=120)
+TOOLS = st.lists(st.fixed_dictionaries({"type": st.just("function"), "function": st.fixed_dictionaries({
+    "name": st.from_regex(r"[a-z_]{1,12}", fullmatch=True), "description": TEXT,
+    "parameters": st.just({"type": "object", "properties": {"q": {"type": "string"}}})})}), min_size=1, max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(systems=st.integers(0, 6), tools=TOOLS)
+def test_ollama_tools_are_counted_as_litellm_writes_them_into_every_system_message(systems, tools):
+    messages = [*({"role": "system", "content": f"rule {i}"} for i in range(systems)), {"role": "user", "content": "hi"}]
+    prompt = ollama_pt("llama3.1", function_call_prompt(copy.deepcopy(messages), copy.deepcopy(tools)))["prompt"]
+    assert OLLAMA.count_request({"messages": messages, "tools": tools}).total >= OLLAMA.count_text(prompt)
+
+
+@settings(max_examples=60, deadline=None)
+@given(calls=st.lists(st.dictionaries(st.from_regex(r"[a-z]{1,8}", fullmatch=True), TEXT, max_size=4),
+                      min_size=1, max_size=4))
+def test_ollama_tool_calls_are_counted_as_ollama_pt_writes_them_again(calls):
+    messages: list[dict] = [{"role": "user", "content": "go"}]
+    for index, arguments in enumerate(calls):
+        messages += [{"role": "assistant", "content": None, "tool_calls": [{
+            "id": f"call_{index}", "type": "function",
+            "function": {"name": "write", "arguments": json.dumps(arguments, ensure_ascii=False)}}]},
+            {"role": "tool", "tool_call_id": f"call_{index}", "content": "ok"}]
+    prompt = ollama_pt("llama3.1", copy.deepcopy(messages))["prompt"]
+    assert OLLAMA.count_request({"messages": messages}).total >= OLLAMA.count_text(prompt)
+
+
+def test_ollama_chat_sends_tools_as_json_and_is_not_charged_twice():
+    tool = {"type": "function", "function": {"name": "f", "description": "word " * 300, "parameters": {}}}
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]
+    chat = TokenCounter.for_model("ollama_chat/llama3.1").count_request({"messages": messages, "tools": [tool]})
+    rendered = OLLAMA.count_request({"messages": messages, "tools": [tool]})
+    assert rendered.total > chat.total + 300
+
+
+def test_fields_a_provider_reads_into_the_prompt_are_counted_wherever_they_are_sent():
+    text = "word " * 2000
+    plain = {"messages": [{"role": "user", "content": "hi"}]}
+    for counter in (TokenCounter.for_model("cohere_chat/command-r-plus"), TokenCounter.for_model("gpt-4o"),
+                    TokenCounter.for_model("hosted_vllm/ibm-granite/granite-3.3-8b-instruct")):
+        base = counter.count_request(plain).total
+        for extra in ({"documents": [{"data": {"text": text}}]}, {"preamble": text}, {"chat_history": [
+                {"role": "USER", "message": text}]}, {"chat_template_kwargs": {"date_string": text}},
+                {"extra_body": {"documents": [{"text": text}]}}):
+            assert counter.count_request({**plain, **extra}).total >= base + counter.count_text(text), extra
