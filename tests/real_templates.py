@@ -59,12 +59,14 @@ def deepseek_encode() -> Callable[[str], int]:
 
 
 def real_counters() -> dict[str, tuple[str, Callable[[dict], int]]]:
-    """family label -> (a model name, the real count) for every template measured."""
+    """family label -> (a model name, the real count) for every template measured. (Qwen3 as served by Ollama's chat
+    API, where the model's own template renders the messages: LiteLLM's ``ollama/`` writes its own prompt, tools in
+    the system messages, ``counting.rendered``.)"""
     deepseek = deepseek_encode()
     return {
         "Qwen2.5": ("hosted_vllm/Qwen/Qwen2.5-72B-Instruct",
                     template_counter("qwen2.5.jinja", qwen_encode(QWEN25_SPECIAL), parse_arguments=True)),
-        "Qwen3": ("ollama/qwen3:32b", template_counter("qwen3.jinja", qwen_encode(QWEN3_SPECIAL), parse_arguments=True)),
+        "Qwen3": ("ollama_chat/qwen3:32b", template_counter("qwen3.jinja", qwen_encode(QWEN3_SPECIAL), parse_arguments=True)),
         "DeepSeek-V3 (vLLM tool template)": ("hosted_vllm/deepseek-ai/DeepSeek-V3", template_counter(
             "vllm-tool-deepseekv3.jinja", deepseek, parse_arguments=True, **DEEPSEEK_BOS)),
         "DeepSeek-V3 (its own template: tools not in the prompt)": ("hosted_vllm/deepseek-ai/DeepSeek-V3",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import json
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from litellm.litellm_core_utils.prompt_templates.factory import function_call_prompt, ollama_pt
@@ -64,3 +65,54 @@ def test_fields_a_provider_reads_into_the_prompt_are_counted_wherever_they_are_s
                 {"role": "USER", "message": text}]}, {"chat_template_kwargs": {"date_string": text}},
                 {"extra_body": {"documents": [{"text": text}]}}):
             assert counter.count_request({**plain, **extra}).total >= base + counter.count_text(text), extra
+
+
+def test_cohere_v1s_own_message_and_tool_results_are_counted():
+    """LiteLLM's Cohere v1 route sends a client's top-level ``tool_results`` and ``message`` as they are (a review of
+    the fix: ~20,000 tokens counted 9 and 29)."""
+    counter = TokenCounter.for_model("cohere_chat/v1/command-r-plus")
+    plain = {"messages": [{"role": "user", "content": "hi"}]}
+    text = "word " * 2000
+    for extra in ({"message": text}, {"tool_results": [{"call": {"name": "f"}, "outputs": [{"text": text}]}]}):
+        assert counter.count_request({**plain, **extra}).total >= counter.count_request(plain).total + 2000
+
+
+def test_every_shape_counts_what_litellm_bridges_to_a_chat_deployment():
+    """/v1/messages and /v1/responses reach a hosted_vllm deployment through chat with their top-level ``documents``
+    and ``chat_template_kwargs`` (a review of the fix: 40 counted against 10,046 on chat)."""
+    from budget_hook.shapes import SHAPES
+
+    counter = TokenCounter.for_model("hosted_vllm/ibm-granite/granite-3.3-8b-instruct")
+    documents = {"documents": [{"text": "word " * 5000}], "extra_body": {"chat_template_kwargs": {"x": "word " * 500}}}
+    for name, body in (("anthropic", {"max_tokens": 10, "messages": [{"role": "user", "content": "hi"}]}),
+                       ("responses", {"input": "hi"}), ("chat", {"messages": [{"role": "user", "content": "hi"}]})):
+        shape = SHAPES.get(name)
+        assert shape.count({**body, **documents}, counter) >= shape.count(body, counter) + 5500, name
+
+
+@pytest.mark.parametrize("field", ["preamble", "chat_history", "documents", "chat_template_kwargs", "system",
+                                   "extra_body"])
+def test_a_rendered_field_nested_past_the_limit_is_a_400_naming_it(field):
+    """Counting walks these fields (``canonical_json``): 983 levels raised RecursionError, the plugin's failure path
+    (a review of the fix)."""
+    from budget_hook.budget import ModelLimits
+    from budget_hook.pipeline import BudgetRequest, decide
+    from budget_hook.policy import load_settings
+    from budget_hook.shapes import SHAPES
+
+    deep: object = "x"
+    for _ in range(983):
+        deep = {"a": deep}
+    body = {"messages": [{"role": "user", "content": "hi"}], field: deep}
+    decision = decide(BudgetRequest(SHAPES.get("chat"), body, "g", ModelLimits(8000, "t", "gpt-4o")), load_settings({}))
+    assert decision.action == "blocked" and decision.block.kind == "malformed"
+    assert decision.block.param.startswith(field)
+
+
+def test_rendered_fields_weigh_for_the_thread_pool():
+    """2 MB of ``preamble`` was counted on the event loop (1.1 s) while 2 MB of messages went to the pool."""
+    from budget_hook.proxy.offload import approximate_size
+
+    for body in ({"preamble": "word " * 400_000}, {"extra_body": {"preamble": "word " * 400_000}},
+                 {"chat_history": [{"m": "x"}] * 200_000}):
+        assert approximate_size(body, 1_000_000) >= 1_000_000, next(iter(body))

@@ -22,8 +22,16 @@ from typing import Any
 
 from .canonical import canonical_json
 
-#: top-level fields whose text reaches the prompt besides the messages (see the module)
-PROMPT_FIELDS = ("system", "preamble", "documents", "chat_history", "chat_template_kwargs")
+#: top-level fields whose text reaches the prompt besides the messages (see the module; Cohere's v1 route sends a
+#: client's own ``message`` and ``tool_results`` as they are too)
+PROMPT_FIELDS = ("system", "preamble", "documents", "chat_history", "chat_template_kwargs", "message", "tool_results")
+
+
+def carried(body: Mapping[str, Any]) -> dict[str, Any]:
+    """What a native shape's chat view carries over from ``body`` so that it is counted as on chat (LiteLLM bridges
+    /v1/messages and /v1/responses to chat deployments with these fields): all of ``PROMPT_FIELDS`` but ``system``
+    (the view makes a message of a native system prompt), and ``extra_body``."""
+    return {name: body[name] for name in (*PROMPT_FIELDS[1:], "extra_body") if name in body}
 #: ``litellm_core_utils.prompt_templates.factory.function_call_prompt``'s sentence
 FUNCTION_PROMPT = ('Produce JSON OUTPUT ONLY! Adhere to this format {"name": "function_name", "arguments":'
                    '{"argument_name": "argument_value"}} The following functions are available to you:')

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from ..counting.rendered import PROMPT_FIELDS
 from ..errors import MalformedRequestError
 from ..shapes import CONTENT_FIELDS
 
@@ -108,7 +109,7 @@ def body_problem(body: Mapping[str, Any], fields: Iterable[str], *, client_body:
     added = prompt_parameter(body, tuple(prompt_fields)) if client_body else None
     if added is not None:
         return MalformedRequestError(added, prompt_parameter_remedy(added))
-    path = too_deep(body, fields)
+    path = too_deep(body, (*fields, *PROMPT_FIELDS, "extra_body"))  # what the count walks besides the content
     if path is not None:
         return MalformedRequestError(path, f"nested more than {MAX_DEPTH} levels deep; the gateway accepts at most "
                                      f"{MAX_DEPTH}")

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import Any, TypeVar
 
+from ..counting.rendered import PROMPT_FIELDS
 from ..counting.templated import cost_weight
 from ..shapes import CONTENT_FIELDS
 
@@ -64,9 +65,10 @@ TEMPLATE_VALUES = ("chat_template_kwargs", "documents")
 TEMPLATE_WEIGHT = 32
 
 
-#: what the decision walks: the content fields, and each ``fallbacks`` entry (read for prompt parameters: 300,000
-#: empty entries held the event loop 2.2 s before they were weighed, an attack review of 2026-12-06)
-WEIGHED_FIELDS = (*CONTENT_FIELDS, "fallbacks")
+#: what the decision walks: the content fields, the text rendered besides them (``rendered.PROMPT_FIELDS``, at the
+#: top level or in ``extra_body``: 2 MB of ``preamble`` held the loop 1.1 s before), and each ``fallbacks`` entry
+#: (read for prompt parameters: 300,000 empty entries held the loop 2.2 s; attack reviews of 2026-12-06)
+WEIGHED_FIELDS = tuple(dict.fromkeys((*CONTENT_FIELDS, *PROMPT_FIELDS, "extra_body", "fallbacks")))
 
 
 def approximate_size(data: Mapping[str, Any], limit: int, fields: tuple[str, ...] = WEIGHED_FIELDS) -> int:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ..counting import canonical_json
 from ..counting.parts import citations, document_parts, image_part
+from ..counting.rendered import carried
 from ..errors import MalformedRequestError
 
 #: ``json.dumps(value, ensure_ascii=False)``, without building an encoder per call
@@ -31,7 +32,7 @@ def envelope(body: Mapping[str, Any]) -> dict[str, Any]:
     system = body.get("system")
     if system:
         messages.append({"role": "system", "content": _blocks_to_text(system, "system")})
-    result: dict[str, Any] = {"model": body.get("model"), "messages": messages}
+    result: dict[str, Any] = {"model": body.get("model"), "messages": messages, **carried(body)}
     tools = body.get("tools")
     if isinstance(tools, list) and tools:
         result["tools"] = [_convert_tool(tool) for tool in tools if isinstance(tool, Mapping)]

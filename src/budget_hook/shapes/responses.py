@@ -42,6 +42,7 @@ from ..counting.parts import (
     image_detail,
     unreadable_as_sent,
 )
+from ..counting.rendered import carried
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .base import ConversationShape, Placed, View, place_notice, touched_item, unreadable_parts, view_decisions
@@ -206,7 +207,7 @@ def build_view(body: Mapping[str, Any]) -> View:
 
     # the counter prices a Responses request's items as gpt-5.x bills them, with or without tools (a chat
     # client sending this key only makes its own count larger)
-    request: dict[str, Any] = {"model": body.get("model"), "messages": messages, RESPONSES_VIEW: True}
+    request: dict[str, Any] = {"model": body.get("model"), "messages": messages, RESPONSES_VIEW: True, **carried(body)}
     tools = body.get("tools")
     if isinstance(tools, list) and tools:
         request["tools"] = [_tool(tool) for tool in tools]
