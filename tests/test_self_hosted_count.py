@@ -130,3 +130,14 @@ def test_gpt_oss_is_not_exact_its_harmony_framing_is_counted():
     assert not oss.profile.exact and oss.profile.reply_priming >= 62
     plain = TokenCounter.for_model("gpt-4o").count_request({"messages": [{"role": "user", "content": "hi"}]}).total
     assert oss.count_request({"messages": [{"role": "user", "content": "hi"}]}).total >= plain + 62
+
+
+def test_text_the_counting_endpoint_is_not_sent_keeps_the_estimate():
+    """``/tokenize`` is sent messages and tools: its count of a request with ``documents`` (which vLLM renders) would
+    scale the estimate down past them (a review: 18,218 estimated, decided again at 6,511 and passed)."""
+    target = count_target(deployment("hosted_vllm/ibm-granite/granite-3.3-8b-instruct"), "chat")
+    assert target is not None
+    plain = {"messages": [{"role": "user", "content": "hi"}]}
+    assert target.unsent(plain) == []
+    assert target.unsent({**plain, "documents": [{"text": "x"}]}) == ["documents"]
+    assert target.unsent({**plain, "extra_body": {"chat_template_kwargs": {"date": "x"}}}) == ["chat_template_kwargs"]

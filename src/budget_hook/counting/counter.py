@@ -55,12 +55,10 @@ _SHORT: dict[tuple[int, str], int] = {}
 
 _PROFILE_IDS: dict[TokenizerProfile, int] = {}
 #: what a tool call id providers make costs at most (``call_`` or ``toolu_`` and 24 random characters: 18 tokens),
-#: in the fitted framing; past it an id's tokens are counted, as the provider receives it (LiteLLM takes a replayed
-#: Gemini thought signature off an id for other providers)
+#: in the fitted framing; past it an id's tokens are counted, as a provider or a host's template may receive it (for
+#: every family but Gemini, whose view's ids are its own; LiteLLM takes a replayed thought signature off an id)
 ID_TOKENS = 24
-#: families that do not receive a tool call's id: Gemini (its view's ids are its own), and the open models whose chat
-#: templates render calls without it (Qwen, DeepSeek, Llama 3)
-UNSENT_IDS = frozenset({"gemini", "qwen", "deepseek", "llama"})
+
 
 
 def _profile_id(profile: TokenizerProfile) -> int:
@@ -334,7 +332,7 @@ class TokenCounter:
             text += self.count_text(calls_text(tool_calls)) if profile.tools_as_text else 0  # ollama_pt's again
         ids = [c.get("id") for c in tool_calls if isinstance(c, Mapping)] if isinstance(tool_calls, list) else []
         sent = [i.partition(SEPARATOR)[0] for i in (*ids, message.get("tool_call_id")) if isinstance(i, str)]
-        text += sum(max(0, self.count_text(i) - ID_TOKENS) for i in sent) if profile.family not in UNSENT_IDS else 0
+        text += sum(max(0, self.count_text(i) - ID_TOKENS) for i in sent) if profile.family != "gemini" else 0
         images = message.get("images")  # an assistant's generated images, sent back to Gemini as inline data
         for image_index, image in enumerate(images if isinstance(images, list) else []):
             media += sum(self._count_part({**image, "type": "image_url"}, f"{where}.images[{image_index}]")) \

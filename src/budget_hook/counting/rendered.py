@@ -23,7 +23,7 @@ from typing import Any
 from .canonical import canonical_json
 
 #: top-level fields whose text reaches the prompt besides the messages (see the module; Cohere's v1 route sends a
-#: client's own ``message`` and ``tool_results`` as they are too)
+#: client's own ``message`` and ``tool_results`` when the conversation ends on a tool result: counted always)
 PROMPT_FIELDS = ("system", "preamble", "documents", "chat_history", "chat_template_kwargs", "message", "tool_results")
 
 

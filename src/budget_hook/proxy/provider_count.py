@@ -42,6 +42,7 @@ from typing import Any
 
 import httpx
 
+from ..counting.rendered import PROMPT_FIELDS
 from ..pipeline import BudgetRequest, Decision, decide, decision_weight, estimate
 from ..providers import count_endpoint
 
@@ -56,6 +57,15 @@ class CountTarget:
     url: str
     headers: Mapping[str, str]
     model: str
+
+    def unsent(self, request: Mapping[str, Any]) -> list[str]:
+        """The fields whose text reaches the prompt (``rendered.PROMPT_FIELDS``) that this endpoint is not sent: its
+        count would leave them out, and scaling the estimate by it would undo their count."""
+        endpoint = count_endpoint(self.provider)
+        sent = _TOKENIZE_FIELDS if self.provider == "tokenize" else endpoint.fields if endpoint is not None else ()
+        extra = request.get("extra_body")
+        return [name for name in PROMPT_FIELDS if name not in sent and (
+            request.get(name) or (isinstance(extra, Mapping) and extra.get(name)))]
 
     def body(self, request: Mapping[str, Any]) -> dict[str, Any]:
         if self.provider == "tokenize":
@@ -204,6 +214,10 @@ async def decide_with_provider_count(plugin: Any, request: BudgetRequest, decisi
     calibration = request.calibration
     if target is None:
         note = f"no token counting endpoint for {request.shape.name} requests to this group's deployments"
+        return replace(decision, count={**(decision.count or {}), "provider": {"note": note}})
+    unsent = target.unsent(request.body)
+    if unsent:  # a self-hosted template's documents: /tokenize would not render them
+        note = f"the token counting endpoint is not sent {', '.join(unsent)}: the estimate decides"
         return replace(decision, count={**(decision.count or {}), "provider": {"note": note}})
     timeout = decision.resolved.policy.provider_count_timeout_ms / 1000
     tokens, note = await plugin.provider_counter.count(target, request.body, timeout)
