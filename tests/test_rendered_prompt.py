@@ -9,6 +9,7 @@ against 25,084. And the fields Cohere and self-hosted templates read into the pr
 from __future__ import annotations
 
 import copy
+import inspect
 import json
 
 import pytest
@@ -19,6 +20,9 @@ from litellm.litellm_core_utils.prompt_templates.factory import function_call_pr
 from budget_hook.counting import TokenCounter
 
 OLLAMA = TokenCounter.for_model("ollama/llama3.1")
+#: what LiteLLM 1.108's ``function_call_prompt`` also asks for (1.103 takes messages and functions only)
+VERSIONED = {"model": "llama3.1", "llm_provider": "ollama", "drop_params": False} \
+    if "model" in inspect.signature(function_call_prompt).parameters else {}
 TEXT = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=120)
 TOOLS = st.lists(st.fixed_dictionaries({"type": st.just("function"), "function": st.fixed_dictionaries({
     "name": st.from_regex(r"[a-z_]{1,12}", fullmatch=True), "description": TEXT,
@@ -29,7 +33,7 @@ TOOLS = st.lists(st.fixed_dictionaries({"type": st.just("function"), "function":
 @given(systems=st.integers(0, 6), tools=TOOLS)
 def test_ollama_tools_are_counted_as_litellm_writes_them_into_every_system_message(systems, tools):
     messages = [*({"role": "system", "content": f"rule {i}"} for i in range(systems)), {"role": "user", "content": "hi"}]
-    prompt = ollama_pt("llama3.1", function_call_prompt(copy.deepcopy(messages), copy.deepcopy(tools)))["prompt"]
+    prompt = ollama_pt("llama3.1", function_call_prompt(copy.deepcopy(messages), copy.deepcopy(tools), **VERSIONED))["prompt"]
     assert OLLAMA.count_request({"messages": messages, "tools": tools}).total >= OLLAMA.count_text(prompt)
 
 

@@ -32,9 +32,12 @@ def carried(body: Mapping[str, Any]) -> dict[str, Any]:
     /v1/messages and /v1/responses to chat deployments with these fields): all of ``PROMPT_FIELDS`` but ``system``
     (the view makes a message of a native system prompt), and ``extra_body``."""
     return {name: body[name] for name in (*PROMPT_FIELDS[1:], "extra_body") if name in body}
-#: ``litellm_core_utils.prompt_templates.factory.function_call_prompt``'s sentence
-FUNCTION_PROMPT = ('Produce JSON OUTPUT ONLY! Adhere to this format {"name": "function_name", "arguments":'
-                   '{"argument_name": "argument_value"}} The following functions are available to you:')
+#: ``litellm_core_utils.prompt_templates.factory.function_call_prompt``'s sentence: LiteLLM 1.108's, the longer
+#: (1.103 writes 'Produce JSON OUTPUT ONLY! Adhere to this format {...} The following functions are available to you:')
+FUNCTION_PROMPT = ('To call a function, reply with JSON ONLY in this format {"name": "function_name", "arguments":'
+                   '{"argument_name": "argument_value"}}. Once a function result answers the request, reply to the '
+                   'user in plain text instead of calling a function again. The following functions are available to '
+                   'you:')
 
 
 def prompt_fields_text(request: Mapping[str, Any]) -> list[str]:
