@@ -256,3 +256,11 @@ def test_an_id_of_many_tokens_in_few_characters_is_counted():
     for counter in (GPT, CLAUDE):
         short = counter.count_request(calls("toolu_" + "Ab3" * 8)).total
         assert counter.count_request(calls("-9" * 32)).total >= short + 2 * (counter.count_text("-9" * 32) - 24) > short
+
+
+def test_a_media_type_is_read_whatever_its_case():
+    """``data:AUDIO/WAV`` is the audio it says (it was priced by size, half the lowest bitrate's price)."""
+    audio = base64.b64encode(b"\x00" * 750 * 100).decode()  # 100 s at 6 kbit/s
+    for header in ("data:audio/wav", "data:AUDIO/WAV", "data:Audio/Wav"):
+        part = {"type": "file", "file": {"file_data": f"{header};base64,{audio}"}}
+        assert GPT.count_request(chat_part(part)).total >= 32 * 100, header

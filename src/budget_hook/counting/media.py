@@ -96,9 +96,10 @@ def file_tokens(file: Mapping[str, Any], *, pdf_page_tokens: int = FILE_TOKENS_P
     data = file.get("file_data")
     if not isinstance(data, str):
         return FILE_REFERENCE_TOKENS
-    if data.startswith("data:audio/"):
+    head = data[:16].lower()  # a media type is read whatever its case ("data:AUDIO/wav")
+    if head.startswith("data:audio/"):
         return max(AUDIO_MIN_TOKENS, math.ceil(_base64_size(data) / AUDIO_BYTES_PER_TOKEN))
-    if data.startswith("data:video/"):
+    if head.startswith("data:video/"):
         return max(FILE_MIN_TOKENS, math.ceil(_base64_size(data) / VIDEO_BYTES_PER_TOKEN))
     by_size = max(FILE_MIN_TOKENS, math.ceil(_base64_size(data) / FILE_BYTES_PER_TOKEN))
     scan = pdf_pages(data)
@@ -133,7 +134,7 @@ def unreadable(part: Any) -> str | None:
         data = file.get("file_data")
         if not isinstance(data, str):
             return "a file referenced by id or URL: its content is not in the request"
-        if file_text(file) is None and data.startswith(("data:application/pdf", "JVBER")):
+        if file_text(file) is None and data[:20].lower().startswith(("data:application/pdf", "jvber")):
             scan = pdf_pages(data)
             if scan is None or not scan.pages:
                 return "a PDF whose pages cannot be counted"
