@@ -51,6 +51,19 @@ def test_ollama_tool_calls_are_counted_as_ollama_pt_writes_them_again(calls):
     assert OLLAMA.count_request({"messages": messages}).total >= OLLAMA.count_text(prompt)
 
 
+def test_ollama_tools_text_is_tokenized_once_for_the_requests_that_resend_it(monkeypatch):
+    """The tools' text is the same on every turn of a session: its count comes from the count cache after the first."""
+    tool = {"type": "function", "function": {"name": "f", "description": "a long description " * 200, "parameters": {}}}
+    request = {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}], "tools": [tool]}
+    first = OLLAMA.count_request(request)
+    seen: list[int] = []
+    original = OLLAMA.count_text
+    monkeypatch.setattr(OLLAMA, "count_text", lambda text: seen.append(len(text)) or original(text))
+    again = OLLAMA.count_request({**request, "messages": [*request["messages"], {"role": "user", "content": "more"}]})
+    assert again.overhead_tokens == first.overhead_tokens
+    assert max(seen, default=0) < 1000, seen  # the ~4,000-character tools text was not tokenized again
+
+
 def test_ollama_chat_sends_tools_as_json_and_is_not_charged_twice():
     tool = {"type": "function", "function": {"name": "f", "description": "word " * 300, "parameters": {}}}
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
+from ..counting.rendered import with_extra_body
 from ..errors import MalformedRequestError, OutputReserveTooLargeError, PolicyError
 from ..knobs import check_bounds, knob
 
@@ -98,9 +99,7 @@ def requested_output_tokens(request: Mapping[str, Any], fields: tuple[str, ...] 
     absent (or null); raises ``MalformedRequestError`` naming the field for anything else (a boolean, a
     negative, non-finite or non-numeric value, more than ``MAX_OUTPUT_TOKENS``): never a default instead.
     """
-    extra = request.get("extra_body")
-    sources = (("", request), ("extra_body.", extra)) if isinstance(extra, Mapping) else (("", request),)
-    values = [tokens for prefix, source in sources for key in fields
+    values = [tokens for prefix, source in with_extra_body(request) for key in fields
               if (tokens := output_tokens(_field(source, key), prefix + key)) is not None]
     return max(values) if values else None
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 DEFAULT_MAX_ENTRIES = 65_536
@@ -57,6 +57,14 @@ class CountCache:
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
+
+    def computed(self, key: Hashable, compute: Callable[[], Any]) -> Any:
+        """The value cached under ``key``, computed (and cached) when there is none."""
+        value = self.get(key)
+        if value is None:
+            value = compute()
+            self.put(key, value)
+        return value
 
     def configure(self, max_entries: int) -> None:
         if max_entries < 0:

@@ -161,7 +161,9 @@ class TokenCounter:
             tools_tokens -= 4
         rendered = prompt_fields_text(request)  # forwarded into the prompt: a top-level system, Cohere's documents...
         prompt, times = function_prompt(request, messages) if self.profile.tools_as_text else ("", 0)
-        overhead += self._scaled(sum(map(self.count_text, rendered)) + times * self.count_text(prompt)) + \
+        prompt_tokens = COUNT_CACHE.computed(hash((self._profile_id, "text", prompt)),  # the tools, repeated
+                                             lambda: self.count_text(prompt)) if times else 0
+        overhead += self._scaled(sum(map(self.count_text, rendered)) + times * prompt_tokens) + \
             (self.profile.tokens_per_message if request.get("system") else 0)  # a system message's framing
         return RequestCount(
             model=self.model,

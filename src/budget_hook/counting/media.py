@@ -111,13 +111,17 @@ def file_tokens(file: Mapping[str, Any], *, pdf_page_tokens: int = FILE_TOKENS_P
     return max(by_pages, by_size, FILE_REFERENCE_TOKENS)
 
 
+def data_type(url: str) -> str:
+    """A data URL's own media type (``data:<type>;base64,...``), lower-cased ("" when it names none)."""
+    return url[5:80].partition(",")[0].partition(";")[0].strip().lower()
+
+
 def file_text(file: Mapping[str, Any]) -> str | None:
     """The text of a text file sent inline (``data:text/plain;base64,...``), None for anything else."""
     data = file.get("file_data")
     if not isinstance(data, str) or not data.startswith("data:"):
         return None
-    media_type = data[5:80].partition(";")[0].partition(",")[0].strip().lower()
-    if not media_type.startswith(_TEXT_TYPES):
+    if not data_type(data).startswith(_TEXT_TYPES):
         return None
     raw = images.decode_data_url(data)
     if raw is None:

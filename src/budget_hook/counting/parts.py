@@ -75,7 +75,7 @@ def sent_as(part: Mapping[str, Any]) -> list[dict[str, Any]] | None:
             return None  # the counter's own 400
         data = _data_url(url)
         if data is not None:
-            own = _data_type(data)  # an image as it says: priced by the counter as it is
+            own = media.data_type(data)  # an image as it says: priced by the counter as it is
             plain = data is url and own.startswith("image/") and declared in ("", own)
             return None if plain else _typed(data, declared)
         if declared.startswith("image/"):
@@ -89,14 +89,14 @@ def sent_as(part: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     if found is None or not isinstance(file, Mapping):
         return None
     declared = _declared(file)
-    return None if found is data and declared in ("", _data_type(data)) else _typed(found, declared)
+    return None if found is data and declared in ("", media.data_type(data)) else _typed(found, declared)
 
 
 def _typed(data: str, declared: str) -> list[dict[str, Any]]:
     """A data URL sent as its own type or as the one declared (Gemini sends the declared type, Claude's tool results
     the data URL's): the part of that type, or ``ONE_OF`` both, priced as the dearer."""
-    kinds = list(dict.fromkeys(t for t in (declared, _data_type(data)) if t)) or [""]
-    urls = [data if kind in ("", _data_type(data)) else retyped(data, kind) for kind in kinds]
+    kinds = list(dict.fromkeys(t for t in (declared, media.data_type(data)) if t)) or [""]
+    urls = [data if kind in ("", media.data_type(data)) else retyped(data, kind) for kind in kinds]
     options = [{"type": "image_url", "image_url": {"url": url}} if kind.startswith("image/") else
                {"type": "file", "file": {"file_data": url}} for kind, url in zip(kinds, urls, strict=True)]
     return options if len(options) == 1 else [{"type": ONE_OF, "parts": options}]
@@ -129,11 +129,6 @@ def _data_url(url: str) -> str | None:
 
 def _media_type(value: Any) -> str:
     return value.partition(";")[0].strip().lower() if isinstance(value, str) else ""
-
-
-def _data_type(url: str) -> str:
-    """A data URL's own media type (``data:<type>;base64,...``), lower-cased."""
-    return _media_type(url[5:80].partition(",")[0])
 
 
 def retyped(url: str, media_type: str) -> str:

@@ -32,6 +32,8 @@ def carried(body: Mapping[str, Any]) -> dict[str, Any]:
     /v1/messages and /v1/responses to chat deployments with these fields): all of ``PROMPT_FIELDS`` but ``system``
     (the view makes a message of a native system prompt), and ``extra_body``."""
     return {name: body[name] for name in (*PROMPT_FIELDS[1:], "extra_body") if name in body}
+
+
 #: ``litellm_core_utils.prompt_templates.factory.function_call_prompt``'s sentence: LiteLLM 1.108's, the longer
 #: (1.103 writes 'Produce JSON OUTPUT ONLY! Adhere to this format {...} The following functions are available to you:')
 FUNCTION_PROMPT = ('To call a function, reply with JSON ONLY in this format {"name": "function_name", "arguments":'
@@ -40,14 +42,17 @@ FUNCTION_PROMPT = ('To call a function, reply with JSON ONLY in this format {"na
                    'you:')
 
 
+def with_extra_body(request: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
+    """``request`` and its ``extra_body`` (whose fields LiteLLM merges into the body it sends), each with the prefix
+    that names its fields in a path ("" and "extra_body.")."""
+    extra = request.get("extra_body")
+    return [("", request), *([("extra_body.", extra)] if isinstance(extra, Mapping) else [])]
+
+
 def prompt_fields_text(request: Mapping[str, Any]) -> list[str]:
     """The text of each ``PROMPT_FIELDS`` value set in ``request`` or its ``extra_body``."""
-    texts: list[str] = []
-    for source in (request, request.get("extra_body")):
-        if isinstance(source, Mapping):
-            texts += [value if isinstance(value, str) else canonical_json(value)
-                      for name in PROMPT_FIELDS if (value := source.get(name))]
-    return texts
+    return [value if isinstance(value, str) else canonical_json(value)
+            for _, source in with_extra_body(request) for name in PROMPT_FIELDS if (value := source.get(name))]
 
 
 def function_prompt(request: Mapping[str, Any], messages: Sequence[Any]) -> tuple[str, int]:

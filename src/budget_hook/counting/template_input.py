@@ -14,6 +14,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from .rendered import with_extra_body
+
 #: request fields (or ``extra_body`` fields) vLLM hands to the template: ``template_extras``
 TEMPLATE_FIELDS = ("chat_template_kwargs", "documents", "continue_final_message", "add_generation_prompt")
 #: template variables the counter sets itself: a client's ``chat_template_kwargs`` cannot replace them
@@ -42,8 +44,7 @@ def template_extras(request: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
     before any count, ``pipeline.bounds.template_overrides``); a ``chat_template`` of the client's is
     ``shapes.references``' business."""
     values: dict[str, Any] = {}
-    extra = request.get("extra_body")
-    for source in (request, extra if isinstance(extra, Mapping) else {}):
+    for _, source in with_extra_body(request):
         values.update({name: source[name] for name in TEMPLATE_FIELDS if source.get(name) is not None})
     kwargs = values.get("chat_template_kwargs")
     extras = {k: v for k, v in kwargs.items() if isinstance(k, str) and k not in _RESERVED} \

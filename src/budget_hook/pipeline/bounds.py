@@ -32,7 +32,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..counting.rendered import PROMPT_FIELDS
+from ..counting.rendered import PROMPT_FIELDS, with_extra_body
 from ..errors import MalformedRequestError
 from ..shapes import CONTENT_FIELDS
 
@@ -188,9 +188,8 @@ def template_overrides(source: Mapping[str, Any]) -> dict[str, Any]:
     """Each of ``TEMPLATE_OVERRIDES`` set in ``source``'s ``chat_template_kwargs`` (or ``extra_body``'s, which
     LiteLLM merges), by path, with its value."""
     found: dict[str, Any] = {}
-    extra = source.get("extra_body")
-    for prefix, holder in (("", source), ("extra_body.", extra)):
-        kwargs = holder.get("chat_template_kwargs") if isinstance(holder, Mapping) else None
+    for prefix, holder in with_extra_body(source):
+        kwargs = holder.get("chat_template_kwargs")
         if isinstance(kwargs, Mapping):
             found.update({f"{prefix}chat_template_kwargs.{name}": kwargs[name] for name in TEMPLATE_OVERRIDES
                           if kwargs.get(name) is not None})

@@ -20,7 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import Any, TypeVar
 
-from ..counting.rendered import PROMPT_FIELDS
+from ..counting.rendered import PROMPT_FIELDS, with_extra_body
 from ..counting.templated import cost_weight
 from ..shapes import CONTENT_FIELDS
 
@@ -76,8 +76,7 @@ def approximate_size(data: Mapping[str, Any], limit: int, fields: tuple[str, ...
     list and object in the content fields (weighted as above), stopping as soon as the request is known to
     be large. The walk itself is bounded by ``limit``: it never lists more items than could fit in it. The values
     a chat template reads (``TEMPLATE_VALUES``) weigh ``TEMPLATE_WEIGHT`` times as much."""
-    extra = data.get("extra_body")
-    template = [value for source in (data, extra if isinstance(extra, Mapping) else {})
+    template = [value for _, source in with_extra_body(data)
                 for value in (source.get(key) for key in TEMPLATE_VALUES) if value is not None]
     if template and fields is WEIGHED_FIELDS:
         size = TEMPLATE_WEIGHT * approximate_size({"template": template}, limit // TEMPLATE_WEIGHT + 1, ("template",))

@@ -42,7 +42,7 @@ from typing import Any
 
 import httpx
 
-from ..counting.rendered import PROMPT_FIELDS
+from ..counting.rendered import PROMPT_FIELDS, with_extra_body
 from ..pipeline import BudgetRequest, Decision, decide, decision_weight, estimate
 from ..providers import count_endpoint
 
@@ -58,22 +58,25 @@ class CountTarget:
     headers: Mapping[str, str]
     model: str
 
+    def fields(self) -> tuple[str, ...]:
+        """The request's fields this endpoint is sent."""
+        if self.provider == "tokenize":
+            return _TOKENIZE_FIELDS
+        endpoint = count_endpoint(self.provider)
+        return endpoint.fields if endpoint is not None else ()
+
     def unsent(self, request: Mapping[str, Any]) -> list[str]:
         """The fields whose text reaches the prompt (``rendered.PROMPT_FIELDS``) that this endpoint is not sent: its
         count would leave them out, and scaling the estimate by it would undo their count."""
-        endpoint = count_endpoint(self.provider)
-        sent = _TOKENIZE_FIELDS if self.provider == "tokenize" else endpoint.fields if endpoint is not None else ()
-        extra = request.get("extra_body")
-        return [name for name in PROMPT_FIELDS if name not in sent and (
-            request.get(name) or (isinstance(extra, Mapping) and extra.get(name)))]
+        sent = self.fields()
+        return [name for name in PROMPT_FIELDS if name not in sent
+                and any(source.get(name) for _, source in with_extra_body(request))]
 
     def body(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        inner = {k: request[k] for k in self.fields() if request.get(k) is not None}
         if self.provider == "tokenize":
-            body = {k: request[k] for k in _TOKENIZE_FIELDS if request.get(k) is not None}
-            return {"model": self.model, **body, "add_generation_prompt": True}
+            return {"model": self.model, **inner, "add_generation_prompt": True}
         endpoint = count_endpoint(self.provider)
-        fields = endpoint.fields if endpoint is not None else ()
-        inner = {k: request[k] for k in fields if request.get(k) is not None}
         if endpoint is not None and endpoint.wrap:
             return {endpoint.wrap: {"model": f"models/{self.model}", **inner}}
         return {"model": self.model, **inner}

@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..counting.media import FILE_REFERENCE_TOKENS
+from ..counting.rendered import with_extra_body
 
 Reference = tuple[str, str, int]
 
@@ -47,15 +48,10 @@ def _present(value: Any) -> bool:
     return value is not None and value is not False and not (isinstance(value, (str, list, Mapping)) and not value)
 
 
-def _sources(body: Mapping[str, Any]) -> list[tuple[str, Mapping[str, Any]]]:
-    extra = body.get("extra_body")
-    return [("", body), ("extra_body.", extra)] if isinstance(extra, Mapping) else [("", body)]
-
-
 def _fields(body: Mapping[str, Any], names: Mapping[str, str], tokens: int = FILE_REFERENCE_TOKENS) -> list[Reference]:
     """``names`` (dotted paths, each with why it cannot be sized) present in the body or its ``extra_body``."""
     found: list[Reference] = []
-    for prefix, source in _sources(body):
+    for prefix, source in with_extra_body(body):
         for name, why in names.items():
             value: Any = source
             for key in name.split("."):
@@ -79,7 +75,7 @@ def _tools(body: Mapping[str, Any], why: Any, path: str = "tools") -> list[Refer
 def _listed(body: Mapping[str, Any], name: str, why: str) -> list[Reference]:
     """``name[i]`` for each entry of a list field (``mcp_servers``), in the body or its ``extra_body``."""
     found: list[Reference] = []
-    for prefix, source in _sources(body):
+    for prefix, source in with_extra_body(body):
         value = source.get(name)
         if isinstance(value, list):
             found += [(f"{prefix}{name}[{i}]", why, FILE_REFERENCE_TOKENS) for i, _ in enumerate(value)]
@@ -114,7 +110,7 @@ def chat_references(body: Mapping[str, Any]) -> list[Reference]:
 def anthropic_references(body: Mapping[str, Any]) -> list[Reference]:
     # (a stored prompt, which LiteLLM fills in after the check, is a 400: ``Shape.prompt_fields``)
     found = [*_listed(body, "mcp_servers", MCP_SERVER), *_tools(body, _mcp_tool)]
-    for prefix, source in _sources(body):
+    for prefix, source in with_extra_body(body):
         container = source.get("container")
         skills = container.get("skills") if isinstance(container, Mapping) else None
         if isinstance(skills, list):
