@@ -408,11 +408,15 @@ def test_a_vocabulary_ten_times_slower_than_tiktoken_weighs_its_requests_so(mode
     prose: prose that stays inline for a tiktoken group goes to the pool for theirs."""
     from budget_hook.budget import ModelLimits
     from budget_hook.pipeline import decision_weight
+    from budget_hook.pipeline.decider import counter_for
 
     offloader = Offloader(threads=1, offload_chars=50_000)
     prose = _chat("what is the weather like today? " * 300)
-    weight = decision_weight(ModelLimits(128_000, "test", model))
-    assert weight > 1 and decision_weight(ModelLimits(128_000, "test", "gpt-4o")) == 1
+    slow, fast = ModelLimits(128_000, "test", model), ModelLimits(128_000, "test", "gpt-4o")
+    for limits in (slow, fast):  # built by a first decision, which is made in the pool (test_first_load_off_the_loop)
+        counter_for(limits)
+    weight = decision_weight(slow)
+    assert weight > 1 and decision_weight(fast) == 1
     assert offloader.inline(prose) and not offloader.inline(prose, weight=weight)
 
 
@@ -504,6 +508,8 @@ AUDITED: dict[tuple[str, str | bytes], str] = {
     ("budget_hook.budget.compute", r"\s*\+?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d{1,3})?\s*"):
         "fullmatch on a client's output allowance string, at most 40 characters",
     ("budget_hook.counting.runs", r"\d{2,}"): "findall over message text: one pass, no backtracking",
+    ("budget_hook.counting.rendered", r"[ \t\n\r]*"): "match at one position of a call's arguments: one class, "
+                                                      "one pass",
     ("budget_hook.counting.runs", r" {2,}"): "findall over message text: one pass",
     ("budget_hook.counting.runs", r"([^\s\d])\1{3,}"): "finditer over message text: a run is read once",
     ("budget_hook.counting.media", rb"/Type/Pages(?![a-zA-Z])"): "PDF bytes: a literal, then one byte",

@@ -133,3 +133,70 @@ def test_rendered_fields_weigh_for_the_thread_pool():
     for body in ({"preamble": "word " * 400_000}, {"extra_body": {"preamble": "word " * 400_000}},
                  {"chat_history": [{"m": "x"}] * 200_000}):
         assert approximate_size(body, 1_000_000) >= 1_000_000, next(iter(body))
+
+
+# --- what LiteLLM writes for particular providers (an attack review, 2026-12-06) -----------------------------------
+
+JSON_VALUE = st.recursive(st.none() | st.booleans() | st.integers(-999, 999) | TEXT,
+                          lambda inner: st.lists(inner, max_size=3) | st.dictionaries(TEXT, inner, max_size=3),
+                          max_leaves=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(values=st.lists(JSON_VALUE, min_size=0, max_size=8), gaps=st.lists(st.sampled_from(["", " ", "\n", "\t "]),
+                                                                           min_size=8, max_size=8),
+       tail=st.sampled_from(["", "{", "}", "x", " ]"]))
+def test_arguments_are_split_as_litellm_splits_them_for_bedrock(values, gaps, tail):
+    from litellm.litellm_core_utils.prompt_templates.common_utils import split_concatenated_json_objects
+
+    from budget_hook.counting.rendered import split_values
+    arguments = "".join(json.dumps(v, ensure_ascii=False) + gap for v, gap in zip(values, gaps, strict=False)) + tail
+    try:
+        json.loads(arguments)
+        expected = 1
+    except ValueError:
+        expected = max(1, len(split_concatenated_json_objects(arguments)))
+    assert split_values(arguments) == expected
+
+
+def test_concatenated_arguments_are_counted_as_the_tool_calls_bedrock_is_sent():
+    from litellm.litellm_core_utils.prompt_templates.factory import _bedrock_converse_messages_pt
+    model = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+    name = "t_" + "qzxj" * 15
+    messages = [{"role": "user", "content": "go"},
+                {"role": "assistant", "content": "calling", "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": name, "arguments": "{}" * 600}}]},
+                {"role": "tool", "tool_call_id": "c", "content": "ok"}, {"role": "user", "content": "next"}]
+    sent = _bedrock_converse_messages_pt(messages=copy.deepcopy(messages), model=model, llm_provider="bedrock")
+    uses = [block["toolUse"] for m in sent for block in m["content"] if "toolUse" in block]
+    assert len(uses) == 600
+    counter = TokenCounter.for_model("bedrock/" + model)
+    assert counter.count_request({"messages": messages}).total >= counter.count_text(json.dumps(sent))  # 1,239 before
+
+
+def test_cohere_v1_results_carry_their_call_and_are_counted_so():
+    from litellm.litellm_core_utils.prompt_templates.factory import cohere_message_pt
+    arguments = json.dumps({"path": "notes.txt", "text": " ".join(["the quick brown fox jumps over the lazy dog"] * 130)})
+    messages = [{"role": "user", "content": "write"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "write_file", "arguments": arguments}}]},
+                *[{"role": "tool", "tool_call_id": "call_1", "content": "ok"} for _ in range(15)],
+                {"role": "user", "content": "done?"}]
+    prompt, history = cohere_message_pt(messages=copy.deepcopy(messages))
+    for model in ("bedrock/cohere.command-r-v1:0", "cohere_chat/command-r"):
+        counter = TokenCounter.for_model(model)
+        assert counter.profile.results_carry_call
+        assert counter.count_request({"messages": messages}).total >= counter.count_text(json.dumps([prompt, history]))
+    assert not TokenCounter.for_model("gpt-4o").profile.results_carry_call
+
+
+def test_azure_ai_command_r_tool_results_are_counted_as_litellm_escapes_them():
+    from litellm.litellm_core_utils.prompt_templates.factory import stringify_json_tool_call_content
+    output = "".join(chr(c) for c in [1, 2, 3, 4, 5, 6, 7, 11, 14, 15, 16] * 600)
+    messages = [{"role": "user", "content": "read"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "read", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": output}]
+    sent = stringify_json_tool_call_content(copy.deepcopy(messages))[-1]["content"]
+    counter = TokenCounter.for_model("azure_ai/command-r-plus")
+    assert counter.count_request({"messages": messages}).per_message[-1] >= counter.count_text(sent)

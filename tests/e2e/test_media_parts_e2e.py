@@ -100,3 +100,28 @@ def test_an_image_stays_an_image(proxy):
         "url": "data:image/png;base64," + PNG}})
     assert response.status_code == 200, response.text
     assert payloads_with(upstream, "e2e-media-png")
+
+
+# --- a seventh attack review (2026-12-06): content LiteLLM sends as a file, spelled so that it was priced as JSON
+# text or by size (a data URL read as Claude, Gemini and Bedrock read it; Gemini's tool results' own part shapes) ---
+
+TEXT_B64 = base64.b64encode("".join(f"The quick brown fox jumps over the lazy dog, said report line {i}.\n"
+                                    for i in range(4000)).encode()).decode()
+
+
+@pytest.mark.parametrize("group, part, in_tool_result", [
+    ("gem", {"type": "input_file", "file_data": "data:application/pdf;base64," + pdf_base64(1000)}, True),
+    ("gem", {"type": "image", "source": {"type": "base64", "media_type": "application/pdf", "data": pdf_base64(1000)}},
+     True),
+    ("claude", {"type": "file", "file": {"file_data": "data:,;base64," + TEXT_B64, "format": "text/plain"}}, False),
+    ("gem", {"type": "file", "file": {"file_data": "data:,;base64," + TEXT_B64, "format": "text/plain"}}, False),
+], ids=["gemini-tool-result-input_file", "gemini-tool-result-image-block", "claude-text-by-format",
+        "gemini-text-by-format"])
+def test_content_litellm_sends_as_a_file_never_reaches_the_provider_over_the_window(proxy, group, part,
+                                                                                    in_tool_result):
+    process, upstream = proxy
+    marker = f"e2e-parts-as-sent-{group}-{len(json.dumps(part)) % 10_000}-{in_tool_result}"
+    response = send(process, group, marker, part, in_tool_result=in_tool_result)
+    sent = payloads_with(upstream, marker)
+    assert not sent, f"{response.status_code} {response.headers.get('x-budget-decision')}: " \
+                     f"{len(json.dumps(sent[0]))} bytes upstream"

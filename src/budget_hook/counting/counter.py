@@ -37,7 +37,7 @@ from .family_tokenizers import family_encoder
 from .media import audio_tokens, file_text, file_tokens
 from .parts import HIDDEN_PROMPT, ONE_OF, RESPONSES_VIEW, RETYPED, THOUGHT_SIGNATURE, ViewPart, image_detail, sent_as
 from .profiles import TokenizerProfile, resolve_tokenizer, responses_extra
-from .rendered import calls_text, function_prompt, prompt_fields_text
+from .rendered import calls_text, function_prompt, prompt_fields_text, repeated_answers, split_values, thinking_enabled
 from .runs import DIGIT_GROUPED, digit_extra, number_tokens, run_aware_extra
 from .signatures import SEPARATOR, signature_tokens
 from .tools import inlined_tokens, render_functions, response_schemas, tool_functions, tool_json, unrendered_text
@@ -153,7 +153,7 @@ class TokenCounter:
         tools_tokens = self._count_functions(functions, responses=responses)
         overhead = self.profile.reply_priming + self._choice_tokens(request) + self._response_format_tokens(request) + \
             (responses_extra(self.profile, messages) if responses else 0)  # gpt-5.x bills Responses' items more
-        if _thinking_enabled(request):
+        if thinking_enabled(request):
             overhead += self.profile.thinking_overhead
         if functions and any(_role(m) == "system" for m in messages):
             # OpenAI reuses the first system message for the tool preamble (measured: 4 tokens fewer); taken
@@ -161,6 +161,8 @@ class TokenCounter:
             tools_tokens -= 4
         rendered = prompt_fields_text(request)  # forwarded into the prompt: a top-level system, Cohere's documents...
         prompt, times = function_prompt(request, messages) if self.profile.tools_as_text else ("", 0)
+        repeated = repeated_answers(messages) if self.profile.results_carry_call else []  # Cohere v1: calls again
+        overhead += self._scaled(sum(map(self.count_text, repeated)))
         prompt_tokens = COUNT_CACHE.computed(hash((self._profile_id, "text", prompt)),  # the tools, repeated
                                              lambda: self.count_text(prompt)) if times else 0
         overhead += self._scaled(sum(map(self.count_text, rendered)) + times * prompt_tokens) + \
@@ -329,6 +331,9 @@ class TokenCounter:
                 framing += profile.tokens_per_tool_call
                 if isinstance(function, Mapping):
                     text += self._count_call(function)
+                    if extra := split_values(function.get("arguments")) - 1:  # Bedrock: a toolUse per JSON value
+                        framing += extra * profile.tokens_per_tool_call
+                        text += extra * self.count_text(f"{function.get('name')} {call.get('id')}_{extra}")
                 else:
                     text += self.count_text(canonical_json(call))
             text += self.count_text(calls_text(tool_calls)) if profile.tools_as_text else 0  # ollama_pt's again
@@ -372,7 +377,7 @@ class TokenCounter:
         kind = part.get("type")
         if kind in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
             return self.count_text(part["text"]), 0
-        if kind in RETYPED and (instead := sent_as(part)) is not None:  # priced as what LiteLLM sends for it
+        if kind in RETYPED and type(kind) is not ViewPart and (instead := sent_as(part)) is not None:  # as sent
             terms = [self._count_part(one, where) for one in instead]
             return sum(text for text, _ in terms), sum(media for _, media in terms)
         if kind == "refusal" and isinstance(part.get("refusal"), str):
@@ -478,15 +483,6 @@ class TokenCounter:
 def _counter_for(model: str, base_model: str | None) -> TokenCounter:
     from .templated import counter_for  # an operator-configured tokenizer and chat template first
     return counter_for(model, base_model) or TokenCounter(resolve_tokenizer(model, base_model=base_model), model=model)
-
-
-def _thinking_enabled(request: Mapping[str, Any]) -> bool:
-    """Extended thinking, an effort level or a task budget (Anthropic fields) add a hidden prompt."""
-    thinking = request.get("thinking")
-    if isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"):
-        return True
-    output_config = request.get("output_config")
-    return isinstance(output_config, Mapping) and bool({"effort", "task_budget"} & set(output_config))
 
 
 # --- validation -----------------------------------------------------------------------------------------

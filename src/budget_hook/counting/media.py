@@ -55,6 +55,9 @@ _MAX_STEP = 1 << 20
 _WINDOW = 256 << 10
 #: PDF scans remembered (by a digest of the PDF's bytes): a part is read by ``unreadable`` and counted
 _CACHED_SCANS = 128
+#: media types of Office documents (Bedrock's ``doc``, ``docx``, ``xls``, ``xlsx``; the Responses API's ``pptx``):
+#: billed as the text they hold, which a compressed document's size says nothing of (7 KB held 550,000 tokens)
+OFFICE_TYPES = ("application/vnd.openxmlformats-officedocument.", "application/msword", "application/vnd.ms-")
 #: media types of files counted as their text
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "application/x-yaml", "application/javascript")
 
@@ -87,6 +90,19 @@ def audio_tokens(data: Any) -> int:
     return max(AUDIO_MIN_TOKENS, math.ceil(_base64_size(data) / AUDIO_BYTES_PER_TOKEN))
 
 
+def video_fps(file: Mapping[str, Any]) -> float:
+    """The frames a second Gemini samples a video at: ``video_metadata.fps``, which LiteLLM forwards (a number, or a
+    string protobuf's JSON reads as one), when over its default of 1. An attack review (2026-12-06): 24 fps over
+    30 s is 185,760 tokens, counted 7,898 at one frame a second."""
+    meta = file.get("video_metadata")
+    value = meta.get("fps") if isinstance(meta, Mapping) else None
+    try:
+        fps = float(value) if isinstance(value, (int, float, str)) and not isinstance(value, bool) else 1.0
+    except ValueError:
+        return 1.0
+    return min(fps, 1e6) if math.isfinite(fps) and fps > 1 else 1.0
+
+
 def file_tokens(file: Mapping[str, Any], *, pdf_page_tokens: int = FILE_TOKENS_PER_PDF_PAGE,
                 pdf_min_tokens: int = FILE_MIN_TOKENS) -> int:
     """Conservative estimate for a ``file`` part: PDF pages when countable (``pdf_page_tokens`` each: the
@@ -94,13 +110,13 @@ def file_tokens(file: Mapping[str, Any], *, pdf_page_tokens: int = FILE_TOKENS_P
     inspection hit a bound: its pages found or the estimate by size, whichever is more (at least
     ``FILE_REFERENCE_TOKENS``)."""
     data = file.get("file_data")
-    if not isinstance(data, str):
+    if not isinstance(data, str) or not data:  # ``file_id or file_data``: an empty one sends the id
         return FILE_REFERENCE_TOKENS
     head = data[:16].lower()  # a media type is read whatever its case ("data:AUDIO/wav")
     if head.startswith("data:audio/"):
         return max(AUDIO_MIN_TOKENS, math.ceil(_base64_size(data) / AUDIO_BYTES_PER_TOKEN))
     if head.startswith("data:video/"):
-        return max(FILE_MIN_TOKENS, math.ceil(_base64_size(data) / VIDEO_BYTES_PER_TOKEN))
+        return max(FILE_MIN_TOKENS, math.ceil(_base64_size(data) / VIDEO_BYTES_PER_TOKEN * video_fps(file)))
     by_size = max(FILE_MIN_TOKENS, math.ceil(_base64_size(data) / FILE_BYTES_PER_TOKEN))
     scan = pdf_pages(data)
     if scan is None:
@@ -136,7 +152,7 @@ def unreadable(part: Any) -> str | None:
     if part.get("type") == "file" and isinstance(part.get("file"), Mapping):
         file = part["file"]
         data = file.get("file_data")
-        if not isinstance(data, str):
+        if not isinstance(data, str) or not data:
             return "a file referenced by id or URL: its content is not in the request"
         if file_text(file) is None and data[:20].lower().startswith(("data:application/pdf", "jvber")):
             scan = pdf_pages(data)
@@ -146,6 +162,8 @@ def unreadable(part: Any) -> str | None:
                 return (f"a PDF whose pages cannot be counted within the inspection bounds ({scan.pages} found; its "
                         f"streams inflate beyond {inflate_budget(scan.size)} bytes, or it has too many streams or "
                         "page-tree nodes)")
+        if data_type(data).startswith(OFFICE_TYPES):
+            return "an Office document: Bedrock and the Responses API read its text, which is not counted here"
     return None
 
 

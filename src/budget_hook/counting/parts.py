@@ -37,6 +37,8 @@ HIDDEN_PROMPT = ViewPart("hidden_prompt")
 RESPONSES_FUNCTION, RESPONSES_VIEW = ViewPart("function"), "budget_hook_responses_view"
 #: a part LiteLLM sends as one of its ``parts`` depending on the provider: priced as the dearest
 ONE_OF = ViewPart("one_of")
+#: an image or a file as ``sent_as`` found LiteLLM sends it: priced as it is (never read again by ``sent_as``)
+SENT_IMAGE, SENT_FILE = ViewPart("image_url"), ViewPart("file")
 
 _IMAGE_DETAILS = frozenset({"auto", "low", "high"})
 
@@ -51,8 +53,9 @@ def image_detail(detail: Any, where: str) -> str:
     return detail
 
 
-#: part types whose media LiteLLM may send as something else (``sent_as``)
-RETYPED = ("document", "image_url", "input_image", "file")  # a tuple: a type that is an object is no error
+#: part types whose media LiteLLM may send as something else (``sent_as``); ``input_file`` and ``image`` as Gemini
+#: reads a tool result's (``convert_to_gemini_tool_call_result``: a top-level ``file_data``, an Anthropic source)
+RETYPED = ("document", "image_url", "input_image", "file", "input_file", "image")  # a tuple: no error on an object
 #: URLs whose content the provider fetches as a file (Gemini's Files API); ``gs://`` ones unless an image's name
 FILE_URLS = ("https://generativelanguage.googleapis.com/", "http://generativelanguage.googleapis.com/")
 IMAGE_NAMES = (".png", ".jpg", ".jpeg", ".webp", ".gif", ".heic", ".heif", ".bmp", ".tif", ".tiff")
@@ -67,47 +70,94 @@ def sent_as(part: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     kind = part.get("type")
     if kind == "document":
         return document_parts(part)
+    if kind in ("input_file", "image"):  # as Gemini reads a tool result's inline content, or the JSON it is
+        inline = source(part).get("type") == "base64" if kind == "image" else isinstance(part.get("file_data"), str)
+        if not inline:
+            return None
+        media_part = image_part(part) if kind == "image" else \
+            {"type": "file", "file": {key: part[key] for key in ("file_data", "format") if key in part}}
+        return [{"type": ONE_OF, "parts": [{"type": "text", "text": canonical_json(part)},
+                                           *(sent_as(media_part) or [media_part])]}]
     if kind in ("image_url", "input_image"):
         image = part.get("image_url")
         url = image.get("url") if isinstance(image, Mapping) else image
         declared = _declared(image) if isinstance(image, Mapping) else ""
         if not isinstance(url, str):
             return None  # the counter's own 400
-        data = _data_url(url)
-        if data is not None:
-            own = media.data_type(data)  # an image as it says: priced by the counter as it is
-            plain = data is url and own.startswith("image/") and declared in ("", own)
-            return None if plain else _typed(data, declared)
+        found = readings(url)
+        if found:
+            own = media.data_type(url)  # an image as it says: priced by the counter as it is
+            plain = found == [url] and own.startswith("image/") and declared in ("", own)
+            return None if plain else _typed(found, declared, {})
         if declared.startswith("image/"):
             return None
         if declared or url.startswith(FILE_URLS) or (url.startswith("gs://") and not url.lower().endswith(IMAGE_NAMES)):
             return [{"type": "file", "file": {"file_id": url}}]  # content the request does not carry
         return None
     file = part.get("file")
-    data = file.get("file_data") if kind == "file" and isinstance(file, Mapping) else None
-    found = _data_url(data) if isinstance(data, str) else None
-    if found is None or not isinstance(file, Mapping):
+    if kind != "file" or not isinstance(file, Mapping):
         return None
+    data = file.get("file_data")  # Gemini and Bedrock send ``file_id or file_data``: a data URL in either is content
+    found = [url for value in (data, file.get("file_id")) if isinstance(value, str) for url in readings(value)]
     declared = _declared(file)
-    return None if found is data and declared in ("", media.data_type(data)) else _typed(found, declared)
+    if not found or (found == [data] and isinstance(data, str) and declared in ("", media.data_type(data))):
+        return None
+    return _typed(found, declared, {key: file[key] for key in ("video_metadata",) if key in file})
 
 
-def _typed(data: str, declared: str) -> list[dict[str, Any]]:
-    """A data URL sent as its own type or as the one declared (Gemini sends the declared type, Claude's tool results
-    the data URL's): the part of that type, or ``ONE_OF`` both, priced as the dearer."""
-    kinds = list(dict.fromkeys(t for t in (declared, media.data_type(data)) if t)) or [""]
-    urls = [data if kind in ("", media.data_type(data)) else retyped(data, kind) for kind in kinds]
-    options = [{"type": "image_url", "image_url": {"url": url}} if kind.startswith("image/") else
-               {"type": "file", "file": {"file_data": url}} for kind, url in zip(kinds, urls, strict=True)]
+def _typed(found: list[str], declared: str, keep: dict[str, Any]) -> list[dict[str, Any]]:
+    """Data URLs sent as their own type or as the one declared (Gemini sends the declared type, Claude's tool results
+    the data URL's): the part of that type, or ``ONE_OF`` them all, priced as the dearest (``keep``: a file's other
+    keys the price reads, ``video_metadata``)."""
+    options = []
+    for data in found:
+        own = media.data_type(data)
+        for kind in list(dict.fromkeys(t for t in (declared, own) if t)) or [""]:
+            url = data if kind in ("", own) else retyped(data, kind)
+            options.append({"type": SENT_IMAGE, "image_url": {"url": url}} if kind.startswith("image/") else
+                           {"type": SENT_FILE, "file": {"file_data": url, **keep}})
     return options if len(options) == 1 else [{"type": ONE_OF, "parts": options}]
+
+
+def readings(value: str) -> list[str]:
+    """The data URLs LiteLLM may take out of ``value``, depending on the provider (each reading as
+    ``data:<type>;base64,<payload>``, the type "" when it names none): the URL from its first ``data:`` as it stands
+    (``_data_url``); Claude's and Gemini's ``split("data:")[1].split(";base64,")`` (``convert_to_anthropic_image_obj``:
+    the type is whatever precedes ``;base64,``); Bedrock's ``split(",")`` of any string holding ``base64``
+    (``_parse_base64_image``: the type from ``data:<type>;base64``, else ``image/jpeg``). An attack review
+    (2026-12-06) sent ``data:,;base64,<text>`` with ``format: text/plain``: Claude read 89,906 tokens of text, the
+    count 5,432 by size."""
+    header = value[5:value.find(",")] if value.startswith("data:") else ""
+    kind = header.removesuffix(";base64")
+    if kind and kind != header and kind == _media_type(kind) and "\\/" not in kind and value.find("data:", 5) < 0 \
+            and value.count(",") == 1:
+        return [value]  # the common spelling (data:<type>;base64,<payload>), read alike by every provider
+    found = []
+    data = _data_url(value)
+    if data is not None:
+        found.append(data)
+        piece = data[5:].split("data:")[0]
+        if piece.count(";base64,") == 1:
+            kind, payload = piece.split(";base64,")
+            found.append(_canonical(kind.replace("\\/", "/"), payload))
+    if "base64" in value and value.count(",") == 1:
+        meta, payload = value.split(",")
+        at = meta.find(";base64") if meta.startswith("data:") else -1
+        found.append(_canonical(meta[5:at] if at >= 5 and "\n" not in meta[5:at] else "image/jpeg", payload))
+    return list(dict.fromkeys(found))
+
+
+def _canonical(kind: str, payload: str) -> str:
+    kind = _media_type(kind)
+    return f"data:{'' if ',' in kind else kind};base64,{payload}"
 
 
 def unreadable_as_sent(part: Any) -> str | None:
     """Why the size of what LiteLLM sends for a chat part cannot be known here (``media.unreadable`` of the parts
     ``sent_as`` gives, or of the part itself), or None."""
     kind = part.get("type") if isinstance(part, Mapping) else None
-    instead = sent_as(part) if kind in RETYPED else part.get("parts") if type(kind) is ViewPart and kind == ONE_OF \
-        else None
+    instead = sent_as(part) if kind in RETYPED and type(kind) is not ViewPart else part.get("parts") \
+        if type(kind) is ViewPart and kind == ONE_OF else None
     if isinstance(instead, list):
         return next((why for one in instead if (why := unreadable_as_sent(one))), None)
     return media.unreadable(part)

@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -84,3 +85,68 @@ def calls_text(tool_calls: Sequence[Any]) -> str:
         return "Tool Calls: " + json.dumps(rendered, indent=2)
     except (TypeError, ValueError, RecursionError):
         return ""
+
+
+def thinking_enabled(request: Mapping[str, Any]) -> bool:
+    """Extended thinking, an effort level or a task budget (Anthropic fields) add a hidden prompt."""
+    thinking = request.get("thinking")
+    if isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive"):
+        return True
+    output_config = request.get("output_config")
+    return isinstance(output_config, Mapping) and bool({"effort", "task_budget"} & set(output_config))
+
+
+#: JSON values read one by one from a call's ``arguments`` at most (``split_values``); past them, every remaining
+#: character counts as one more value (an upper bound: two values take two characters at least)
+MAX_SPLIT_VALUES = 64
+_DECODER = json.JSONDecoder()
+#: what LiteLLM skips between two values (``" \t\n\r"``)
+_GAP = re.compile(r"[ \t\n\r]*")
+
+
+def split_values(arguments: Any) -> int:
+    """How many tool calls LiteLLM sends for one call's ``arguments``: one, but for a string ``json.loads`` refuses,
+    one per JSON value it holds (``split_concatenated_json_objects``: Bedrock Converse writes a ``toolUse`` block for
+    each, repeating the tool's name, id ``<id>_<n>``). An attack review (2026-12-06) sent ``"{}" * 600``: 1,239
+    tokens counted, 21,081 sent as 600 tool calls."""
+    if not isinstance(arguments, str) or not arguments.strip():
+        return 1
+    try:
+        json.loads(arguments)
+        return 1
+    except (ValueError, RecursionError):
+        pass
+    raw, at, values = arguments.strip(), 0, 0
+    while at < len(raw) and values < MAX_SPLIT_VALUES:
+        at = _GAP.match(raw, at).end()  # type: ignore[union-attr]  # a star matches everywhere
+        if at >= len(raw):
+            break
+        try:
+            at = _DECODER.raw_decode(raw, at)[1]
+        except (ValueError, RecursionError):
+            return max(1, values)
+        values += 1
+    return max(1, values + (len(raw) - at if at < len(raw) else 0))
+
+
+def repeated_answers(messages: Sequence[Any]) -> list[str]:
+    """For each tool message answering a call already answered, that call's name and arguments (the longest of the
+    calls with its id): Cohere's v1 prompt writes them into every tool result, looked up by id among all the calls
+    (``convert_openai_message_to_cohere_tool_result``), and the count has them once, in the assistant's call. An
+    attack review (2026-12-06) sent fifteen results for one call: 1,726 tokens counted, 17,645 sent."""
+    calls: dict[str, str] = {}
+    for message in messages:
+        for call in (message.get("tool_calls") if isinstance(message, Mapping) else None) or ():
+            function = call.get("function") if isinstance(call, Mapping) else None
+            if isinstance(function, Mapping) and isinstance(call.get("id"), str):
+                text = f"{function.get('name')} {function.get('arguments')}"
+                calls[call["id"]] = max(calls.get(call["id"], ""), text, key=len)
+    answered: set[str] = set()
+    repeated = []
+    for message in messages:
+        answer = message.get("tool_call_id") if isinstance(message, Mapping) and message.get("role") == "tool" else None
+        if isinstance(answer, str) and answer in answered and answer in calls:
+            repeated.append(calls[answer])
+        elif isinstance(answer, str):
+            answered.add(answer)
+    return repeated

@@ -41,6 +41,7 @@ from ..policy import PluginSettings, ResolvedPolicy, load_metadata_layer
 from ..shapes import ConversationShape, InputsShape
 from ..shapes.chat import SHAPE as CHAT
 from ..shapes.inputs import check_inputs
+from ..trimming.elsewhere import TrimElsewhere
 from .bounds import body_problem
 from .decision import Action, BlockKind, BlockReason, Decision, shadowed
 from .privacy import shown_problem
@@ -58,7 +59,19 @@ class InternalFailure(BudgetHookError):
 
 def counter_for(limits: ModelLimits) -> TokenCounter:
     """The counter of the model the group's limits say counts it."""
-    return TokenCounter.for_model(limits.counting_model, base_model=limits.base_model)
+    counter = TokenCounter.for_model(limits.counting_model, base_model=limits.base_model)
+    if len(_BUILT) >= MAX_BUILT:
+        _BUILT.clear()
+    _BUILT.add((limits.counting_model, limits.base_model))
+    return counter
+
+
+#: the models whose counter this process has built (``decision_weight``), at most ``MAX_BUILT`` (then forgotten)
+_BUILT: set[tuple[str, str | None]] = set()
+MAX_BUILT = 4096
+#: the weight of a decision whose counter is not built yet: loading a vocabulary takes 0.3-2.1 s (Mistral's the
+#: longest; an attack review, 2026-12-06, stalled a worker's event loop that long with one request naming it)
+FIRST_LOAD_WEIGHT = 1 << 30
 
 
 #: vocabularies that cost about 10x tiktoken per character to count (DeepSeek's through ``tokenizers``, Mistral's
@@ -69,7 +82,10 @@ SLOW_WEIGHT = 16
 
 
 def decision_weight(limits: ModelLimits) -> int:
-    """How many times tiktoken's cost per character deciding against ``limits`` pays (the offloader's ``weight``)."""
+    """How many times tiktoken's cost per character deciding against ``limits`` pays (the offloader's ``weight``);
+    ``FIRST_LOAD_WEIGHT`` until the counter is built (its vocabulary is then loaded in the pool, not on the loop)."""
+    if (limits.counting_model, limits.base_model) not in _BUILT:
+        return FIRST_LOAD_WEIGHT
     return SLOW_WEIGHT if counter_for(limits).profile.encoding_name in SLOW_ENCODINGS else 1
 
 
@@ -162,6 +178,8 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
         return decide_conversation(request.body, model_group=group, limits=request.limits,
                                    resolved=resolved, counter=counter, shape=shape,
                                    calibration=request.calibration)
+    except TrimElsewhere:
+        raise  # not a failure: the caller decides the request again on another thread
     except Exception as exc:  # a bug of ours: never blamed on the client, handled per the fail mode
         raise InternalFailure(exc, fail_mode) from exc
 

@@ -280,7 +280,9 @@ class BudgetHookPlugin(CustomLogger):
                 shape = SHAPES.detect(data)
             except Exception as exc:  # a bug of ours, on whatever the client sent: the fail mode, never a 500
                 return self._internal_failure(exc, data, "litellm_metadata", self.settings.base_fail_mode, None)
-        group = data.get("model") or pass_through_group(call_type, shape)  # Gemini pass-through: in the URL
+        # a pass-through whose URL names the model (Gemini's, Vertex's, an Azure deployment): the URL's, which the
+        # provider serves whatever the body's ``model`` says (a body naming gpt-4.1 had its 1M window checked)
+        group = pass_through_group(call_type, shape) or data.get("model")
         if shape is None:
             if refused_call(call_type) and self.settings.unknown_routes == "block":  # proxy.route_guard
                 raise BudgetHookHTTPError(unread_route_error(call_type))

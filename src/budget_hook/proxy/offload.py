@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from ..counting.rendered import PROMPT_FIELDS, with_extra_body
 from ..counting.templated import cost_weight
 from ..shapes import CONTENT_FIELDS
+from ..trimming.elsewhere import TrimElsewhere, inline_trim
 
 T = TypeVar("T")
 
@@ -34,6 +35,9 @@ BINARY_WEIGHT = 32
 #: keys whose string value is base64 in every shape (chat ``file_data``, Anthropic ``source.data``, Gemini
 #: ``inline_data.data``, ``input_audio.data``)
 BINARY_KEYS = frozenset({"file_data", "data", "bytes"})
+#: a request decided on the loop is trimmed there only with at most this share of the threshold in message text (a
+#: trim may tokenize a long message's cuts a dozen times: ``trimming.elsewhere``); more is decided again in the pool
+INLINE_TRIM_SHARE = 16
 #: each message, part, list element or object value counts as this many characters on top of its text: a
 #: one-word message costs as much to decide as ~300 characters of text (``bench/hostile_cpu.py``)
 ITEM_WEIGHT = 100
@@ -204,8 +208,14 @@ class Offloader:
                   pool: bool = False) -> T:
         """``work()``, inline when the request is small (``inline``), else in the pool; ``pool``: in the pool
         whatever its size (work on a failed call, where a thread hop costs nothing next to the call)."""
-        if self.offload_chars <= 0 or (not pool and self.inline(data, whole=whole, weight=weight)):
+        if self.offload_chars <= 0:
             return work()
+        if not pool and self.inline(data, whole=whole, weight=weight):
+            try:  # a trim of more text than ``INLINE_TRIM_SHARE`` of the threshold is done in the pool
+                with inline_trim(self.offload_chars // INLINE_TRIM_SHARE):
+                    return work()
+            except TrimElsewhere:
+                pass
         loop = asyncio.get_running_loop()
         slots = self._slots.get(loop)
         if slots is None:

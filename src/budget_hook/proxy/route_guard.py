@@ -7,9 +7,10 @@ cannot see:
 * **Where a request is.** ``install_path_context(app)`` puts one ASGI layer on top of the proxy's built
   middleware stack (the lazily-loaded feature routers included, which no route wrapper could reach at
   start-up): it keeps the request's route key (``/path``, ``WS /path``) in a context variable for the hooks.
-* **The model in the URL.** A pass-through body in a shape budget_hook reads whose model is only in its path:
+* **The model in the URL.** A pass-through body in a shape budget_hook reads whose model is in its path:
   ``pass_through_group`` names it: Gemini's ``/gemini/.../models/{m}:generateContent`` as ``gemini/{m}``,
-  Vertex AI's as ``vertex_ai/{m}``, Azure's ``/azure/openai/deployments/{d}/...`` as ``azure/{d}``.
+  Vertex AI's as ``vertex_ai/{m}``, Azure's ``/azure/openai/deployments/{d}/...`` as ``azure/{d}``. It wins over a
+  ``model`` in the body, which the provider ignores (the URL's deployment serves the request).
 * **Refused calls.** ``refused_call``: a call type no shape reads (``UNREAD_MODEL_CALL_TYPES``), or a
   pass-through request on a route the table refuses (a WebSocket relay of a realtime or live session).
 * **Compaction.** ``streams_responses``: a blocked ``/responses/compact`` is a plain 400 even when asked to
@@ -137,7 +138,7 @@ def model_in_path(key: str | None) -> str | None:
 
 
 def pass_through_group(call_type: Any, shape: Shape | None) -> str | None:
-    """For a pass-through body budget_hook reads whose model is only in the URL: that model."""
+    """For a pass-through body budget_hook reads whose model is in the URL: that model (whatever the body says)."""
     return model_in_path(_ROUTE.get()) if call_type == PASS_THROUGH_CALL_TYPE and shape is not None else None
 
 

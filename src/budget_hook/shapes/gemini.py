@@ -88,12 +88,14 @@ def _any_parts(entry: Any) -> list[Any]:
     return [parts] if isinstance(parts, Mapping) else parts if isinstance(parts, list) else []
 
 
-def _media_part(data: Mapping[str, Any]) -> dict[str, Any]:
+def _media_part(data: Mapping[str, Any], video: Any = None) -> dict[str, Any]:
+    """``inlineData`` as a chat part (``video``: the part's ``videoMetadata``, whose ``fps`` is priced)."""
     mime = str(data.get("mimeType") or data.get("mime_type") or "application/octet-stream")
     url = f"data:{mime};base64,{data.get('data', '')}"
     if mime.startswith("image/"):
         return {"type": "image_url", "image_url": {"url": url}}
-    return {"type": "file", "file": {"file_data": url}}
+    return {"type": "file", "file": {"file_data": url, **({"video_metadata": video} if isinstance(video, Mapping)
+                                                          else {})}}
 
 
 def _chat_part(part: Any, where: str) -> dict[str, Any]:
@@ -105,7 +107,7 @@ def _chat_part(part: Any, where: str) -> dict[str, Any]:
     if isinstance(part.get("text"), str) and (part["text"] or not isinstance(data or file, Mapping)):
         return {"type": "text", "text": part["text"]}
     if isinstance(data, Mapping):
-        return _media_part(data)
+        return _media_part(data, part.get("videoMetadata") or part.get("video_metadata"))
     if isinstance(file, Mapping):
         return {"type": "file", "file": {"file_id": canonical_json(file)}}
     return {"type": "text", "text": canonical_json(part)}

@@ -381,10 +381,8 @@ def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
 
 
 def _unreadable_part(part: Any) -> str | None:
-    if isinstance(part, Mapping) and part.get("type") == "input_file":
-        if not part.get("file_data"):
-            return "a file referenced by id or URL: its content is not in the request"
-        return unreadable_as_sent({"type": "file", "file": {"file_data": part["file_data"]}})
+    if isinstance(part, Mapping) and part.get("type") == "input_file":  # as the view has it (a data URL in file_url)
+        return unreadable_as_sent(_part(part, "input_file"))
     if isinstance(part, Mapping) and part.get("type") == "input_image":  # as the view has it (a gs:// URL, a PDF)
         return unreadable_as_sent({"type": "image_url", "image_url": {"url": part.get("image_url")}})
     return None

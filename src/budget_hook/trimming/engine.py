@@ -45,6 +45,7 @@ from typing import Any
 
 from ..budget import Budget
 from ..counting import RequestCount, TokenCounter
+from .elsewhere import check_inline
 from .ladder import STAGES
 from .report import TrimReport, TrimResult, cannot_fit, content_hash
 from .settled import Settled, fresh, memo_key, recall, remember
@@ -75,6 +76,7 @@ def trim_request(
     if count.total <= budget.budget:
         report = TrimReport(counter.model, count.method, False, count.total, count.total, budget, target)
         return TrimResult(request, report)
+    check_inline(messages)  # a trim the caller's thread should not carry: it decides again elsewhere
 
     room = math.ceil(policy.cache_step_ratio * budget.budget)
     fixed = count.overhead_tokens + count.tools_tokens
