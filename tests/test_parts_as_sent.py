@@ -185,3 +185,47 @@ def test_an_anthropic_image_block_without_inline_data_is_priced_as_its_json():
     part = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
     from budget_hook.counting.parts import sent_as
     assert sent_as(part) is None
+
+
+# --- a review of the fix ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("part", [
+    {"type": "file", "file": {"file_data": "gs://data:application/pdf;base64," + PDF}},
+    {"type": "file", "file": {"file_data": "gs://b/data:,;base64," + PDF, "format": "application/pdf"}},
+], ids=["own-type", "declared-type"])
+def test_a_gs_prefixed_data_url_is_priced_as_the_pdf_claude_is_sent(part):
+    """Claude fetches only a string starting with "http"; anything else is split at "data:" (gs:// included): 1,711
+    counted, 300,014 as the PDF it is sent as."""
+    canonical = user({"type": "file", "file": {"file_data": PDF_URL}})
+    spelled = user(part)
+    assert claude_sent(spelled) == claude_sent(canonical)  # the same 100-page PDF document
+    assert CLAUDE.count_request({"messages": spelled}).total >= CLAUDE.count_request({"messages": canonical}).total
+
+
+def _png(width: int, height: int) -> bytes:
+    import struct
+    header = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    chunk = b"IHDR" + header
+    return b"\x89PNG\r\n\x1a\n" + struct.pack(">I", len(header)) + chunk + struct.pack(">I", zlib.crc32(chunk))
+
+
+def test_a_newline_in_the_media_type_is_read_as_bedrock_reads_it():
+    """Bedrock reads the type with ``re.match(r"data:(.*?);base64", ...)``, whose ``.`` stops at a newline: the part
+    is the image/jpeg it defaults to, not audio priced by size (8,354 counted, 33,954 as the images)."""
+    payload = base64.b64encode(_png(1568, 1568)).decode()
+    plain = [{"role": "user", "content": [{"type": "text", "text": "look"}, *[
+        {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64," + payload}}] * 20]}]
+    spelled = [{"role": "user", "content": [{"type": "text", "text": "look"}, *[
+        {"type": "image_url", "image_url": {"url": "data:audio/mp\n3;base64," + payload}}] * 20]}]
+    assert bedrock_sent(spelled) == bedrock_sent(plain)
+    assert BEDROCK.count_request({"messages": spelled}).total >= BEDROCK.count_request({"messages": plain}).total
+
+
+def test_an_anthropic_image_block_in_a_tool_result_is_priced_as_the_image_gemini_is_sent():
+    """Gemini receives it as it receives the same image in an ``image_url``: priced so, not as its base64 text."""
+    payload = base64.b64encode(_png(512, 512) + b"\x00" * 300_000).decode()
+    block = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": payload}}
+    as_url = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + payload}}
+    assert gemini_sent(tool_result([block])) == gemini_sent(tool_result([as_url]))
+    assert GEMINI.count_request({"messages": tool_result([block])}).total == \
+        GEMINI.count_request({"messages": tool_result([as_url])}).total

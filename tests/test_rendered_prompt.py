@@ -174,20 +174,48 @@ def test_concatenated_arguments_are_counted_as_the_tool_calls_bedrock_is_sent():
     assert counter.count_request({"messages": messages}).total >= counter.count_text(json.dumps(sent))  # 1,239 before
 
 
-def test_cohere_v1_results_carry_their_call_and_are_counted_so():
+ARGS = json.dumps({"path": "notes.txt", "text": " ".join(["the quick brown fox jumps over the lazy dog"] * 130)})
+
+
+def _cohere_conversation(content, role, answers, call_id="call_1"):
+    return [{"role": "user", "content": "write"},
+            {"role": "assistant", "content": content, "tool_calls": [
+                {"id": call_id, "type": "function", "function": {"name": "write_file", "arguments": ARGS}}]},
+            *[{"role": role, "name": "write_file", "tool_call_id": call_id, "content": "ok"} for _ in range(answers)],
+            {"role": "user", "content": "done?"}]
+
+
+@pytest.mark.parametrize("content, role, answers, call_id", [
+    (None, "tool", 15, "call_1"), (None, "tool", 15, 7), (None, "tool", 1, "call_1")])
+def test_cohere_v1_on_bedrock_results_carry_their_call_and_are_counted_so(content, role, answers, call_id):
     from litellm.litellm_core_utils.prompt_templates.factory import cohere_message_pt
-    arguments = json.dumps({"path": "notes.txt", "text": " ".join(["the quick brown fox jumps over the lazy dog"] * 130)})
-    messages = [{"role": "user", "content": "write"},
-                {"role": "assistant", "content": None, "tool_calls": [
-                    {"id": "call_1", "type": "function", "function": {"name": "write_file", "arguments": arguments}}]},
-                *[{"role": "tool", "tool_call_id": "call_1", "content": "ok"} for _ in range(15)],
-                {"role": "user", "content": "done?"}]
-    prompt, history = cohere_message_pt(messages=copy.deepcopy(messages))
-    for model in ("bedrock/cohere.command-r-v1:0", "cohere_chat/command-r"):
-        counter = TokenCounter.for_model(model)
-        assert counter.profile.results_carry_call
-        assert counter.count_request({"messages": messages}).total >= counter.count_text(json.dumps([prompt, history]))
-    assert not TokenCounter.for_model("gpt-4o").profile.results_carry_call
+    messages = _cohere_conversation(content, role, answers, call_id)
+    sent = cohere_message_pt(messages=copy.deepcopy(messages))
+    counter = TokenCounter.for_model("bedrock/cohere.command-r-v1:0")
+    assert counter.profile.results_carry_call
+    assert counter.count_request({"messages": messages}).total >= counter.count_text(json.dumps(sent))
+
+
+@pytest.mark.parametrize("model, content, role, answers, call_id", [
+    ("cohere_chat/v1/command-r", None, "function", 15, "call_1"),
+    ("cohere_chat/v1/command-r", "Writing it.", "tool", 1, "call_1"),
+    ("cohere_chat/v1/c4ai-aya-expanse-32b", None, "tool", 15, "call_1"),
+    ("cohere/v1/command-r", None, "tool", 15, 7),
+], ids=["function-role", "assistant-text", "aya-on-v1", "int-id"])
+def test_cohere_v1_results_are_counted_as_litellm_sends_them(model, content, role, answers, call_id):
+    """A review of the fix: ``function`` results carry their call too, an assistant with text keeps its calls besides
+    every result, any model on the ``v1/`` route is sent so, and ids are compared with ``==``."""
+    from litellm.litellm_core_utils.prompt_templates.factory import cohere_messages_pt_v2
+    messages = _cohere_conversation(content, role, answers, call_id)
+    sent = cohere_messages_pt_v2(copy.deepcopy(messages), model=model.split("/", 1)[1], llm_provider="cohere_chat")
+    counter = TokenCounter.for_model(model)
+    assert counter.count_request({"messages": messages}).total >= counter.count_text(json.dumps(sent))
+
+
+@pytest.mark.parametrize("model", ["gpt-4o", "cohere_chat/command-r", "cohere/command-r-plus",
+                                   "bedrock/converse/cohere.command-r-v1:0"])
+def test_routes_that_do_not_repeat_calls_are_not_charged_for_them(model):
+    assert not TokenCounter.for_model(model).profile.results_carry_call
 
 
 def test_azure_ai_command_r_tool_results_are_counted_as_litellm_escapes_them():

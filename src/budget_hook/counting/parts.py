@@ -74,8 +74,10 @@ def sent_as(part: Mapping[str, Any]) -> list[dict[str, Any]] | None:
         inline = source(part).get("type") == "base64" if kind == "image" else isinstance(part.get("file_data"), str)
         if not inline:
             return None
-        media_part = image_part(part) if kind == "image" else \
-            {"type": "file", "file": {key: part[key] for key in ("file_data", "format") if key in part}}
+        if kind == "image":  # sent as the media it holds wherever it is read (Gemini, Claude): as an image_url is
+            media_part = image_part(part)
+            return sent_as(media_part) or [{**media_part, "type": SENT_IMAGE}]
+        media_part = {"type": "file", "file": {key: part[key] for key in ("file_data", "format") if key in part}}
         return [{"type": ONE_OF, "parts": [{"type": "text", "text": canonical_json(part)},
                                            *(sent_as(media_part) or [media_part])]}]
     if kind in ("image_url", "input_image"):
@@ -129,8 +131,8 @@ def readings(value: str) -> list[str]:
     count 5,432 by size."""
     header = value[5:value.find(",")] if value.startswith("data:") else ""
     kind = header.removesuffix(";base64")
-    if kind and kind != header and kind == _media_type(kind) and "\\/" not in kind and value.find("data:", 5) < 0 \
-            and value.count(",") == 1:
+    if kind and kind != header and kind == _media_type(kind) and "\\/" not in kind and "\n" not in kind \
+            and value.find("data:", 5) < 0 and value.count(",") == 1:
         return [value]  # the common spelling (data:<type>;base64,<payload>), read alike by every provider
     found = []
     data = _data_url(value)
@@ -173,7 +175,7 @@ def _data_url(url: str) -> str | None:
     """The data URL LiteLLM reads in ``url``: from its first ``data:`` on, unless the URL is one it fetches."""
     if url.startswith("data:"):
         return url
-    at = -1 if url.startswith(("http://", "https://", "gs://")) else url.find("data:")
+    at = -1 if url.startswith("http") else url.find("data:")  # Claude's and Gemini's own test: only http is fetched
     return url[at:] if at > 0 else None
 
 

@@ -76,7 +76,7 @@ class TokenizerProfile:
     #: LiteLLM writes the tools and earlier tool calls into the prompt text (``ollama/``: ``counting.rendered``)
     tools_as_text: bool = False
     #: LiteLLM writes into every tool result its call's name and arguments, found by id (Cohere's v1 prompt:
-    #: ``cohere_message_pt``, ``cohere_messages_pt_v2``): a call answered again is counted again (``rendered``)
+    #: ``cohere_message_pt``, ``cohere_messages_pt_v2``): each result is counted with its call (``rendered``)
     results_carry_call: bool = False
     #: framing of one assistant tool call, and the wrapper around parallel calls
     tokens_per_tool_call: int = 7
@@ -169,13 +169,15 @@ def model_key(model: str) -> str:
 
 def resolve_tokenizer(model: str | None, *, base_model: str | None = None) -> TokenizerProfile:
     """Profile for ``model`` (``base_model`` wins when given, as for Azure deployments). Never raises. The provider
-    (``model``'s prefix) says how the prompt is written: ``ollama/`` writes tools in as text; Cohere's v1 prompt (on
-    Bedrock, ``cohere/``, ``cohere_chat/``) writes each result's call into it; ``azure_ai/`` sends a command-r tool
+    (``model``'s prefix) says how the prompt is written: ``ollama/`` writes tools in as text; Cohere's v1 prompt
+    (Bedrock invoke's ``cohere.command-r``, any model on ``cohere/v1/`` or ``cohere_chat/v1/``) writes each result's
+    call into it; ``azure_ai/`` sends a command-r tool
     result that is not JSON as ``json.dumps({"result": ...})`` (``stringify_json_tool_call_content``: control
     characters escaped six characters each, 2.3x their tokens in an attack review, 2026-12-06)."""
     profile = _family_profile(model, base_model)
     name = model.strip().lower() if isinstance(model, str) else ""
-    cohere_v1 = "command" in name and ("cohere." in name or name.startswith(("cohere/", "cohere_chat/")))
+    cohere_v1 = ("cohere.command-r" in name and "converse/" not in name) or (  # Bedrock invoke's cohere_message_pt,
+        name.startswith(("cohere/", "cohere_chat/")) and "v1/" in name)  # CohereChatConfig's (any model on v1/)
     escaped = name.startswith("azure_ai/") and "command-r" in name
     if name.startswith("ollama/") or cohere_v1 or escaped:
         return replace(profile, tools_as_text=name.startswith("ollama/"), results_carry_call=cohere_v1,

@@ -130,23 +130,18 @@ def split_values(arguments: Any) -> int:
 
 
 def repeated_answers(messages: Sequence[Any]) -> list[str]:
-    """For each tool message answering a call already answered, that call's name and arguments (the longest of the
-    calls with its id): Cohere's v1 prompt writes them into every tool result, looked up by id among all the calls
-    (``convert_openai_message_to_cohere_tool_result``), and the count has them once, in the assistant's call. An
-    attack review (2026-12-06) sent fifteen results for one call: 1,726 tokens counted, 17,645 sent."""
-    calls: dict[str, str] = {}
+    """For each tool (or function) result, its call's name and arguments (the longest of the calls with its id):
+    Cohere's v1 prompt writes them into every result, looked up by id (``==``) among all the calls
+    (``convert_openai_message_to_cohere_tool_result``), besides the call itself when the calling message has text;
+    the count has them once, in the assistant's call. An attack review (2026-12-06) sent fifteen results for one
+    call: 1,726 tokens counted, 17,645 sent."""
+    calls: dict[Any, str] = {}
     for message in messages:
         for call in (message.get("tool_calls") if isinstance(message, Mapping) else None) or ():
             function = call.get("function") if isinstance(call, Mapping) else None
-            if isinstance(function, Mapping) and isinstance(call.get("id"), str):
+            if isinstance(function, Mapping) and isinstance(key := call.get("id"), (str, int, float)):
                 text = f"{function.get('name')} {function.get('arguments')}"
-                calls[call["id"]] = max(calls.get(call["id"], ""), text, key=len)
-    answered: set[str] = set()
-    repeated = []
-    for message in messages:
-        answer = message.get("tool_call_id") if isinstance(message, Mapping) and message.get("role") == "tool" else None
-        if isinstance(answer, str) and answer in answered and answer in calls:
-            repeated.append(calls[answer])
-        elif isinstance(answer, str):
-            answered.add(answer)
-    return repeated
+                calls[key] = max(calls.get(key, ""), text, key=len)
+    return [calls[answer] for message in messages if isinstance(message, Mapping)
+            and message.get("role") in ("tool", "function")
+            and isinstance(answer := message.get("tool_call_id"), (str, int, float)) and answer in calls]

@@ -19,13 +19,14 @@ Steps, each going down a layer, never back up:
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..budget import ModelLimits, compute_budget, requested_output_tokens, safety_margin, with_output_tokens
-from ..counting import TokenCounter
+from ..counting import TokenCounter, resolve_tokenizer, templated
 from ..counting.corrected import corrected, with_overhead
 from ..counting.counter import FAMILY_ENCODINGS
 from ..errors import (
@@ -60,18 +61,28 @@ class InternalFailure(BudgetHookError):
 def counter_for(limits: ModelLimits) -> TokenCounter:
     """The counter of the model the group's limits say counts it."""
     counter = TokenCounter.for_model(limits.counting_model, base_model=limits.base_model)
-    if len(_BUILT) >= MAX_BUILT:
-        _BUILT.clear()
-    _BUILT.add((limits.counting_model, limits.base_model))
+    _LOADED.add(counter.profile.encoding_name)
     return counter
 
 
-#: the models whose counter this process has built (``decision_weight``), at most ``MAX_BUILT`` (then forgotten)
-_BUILT: set[tuple[str, str | None]] = set()
-MAX_BUILT = 4096
-#: the weight of a decision whose counter is not built yet: loading a vocabulary takes 0.3-2.1 s (Mistral's the
-#: longest; an attack review, 2026-12-06, stalled a worker's event loop that long with one request naming it)
+#: the vocabularies this process's counters use, loaded (a handful of names; ``decision_weight``)
+_LOADED: set[str] = set()
+#: the weight of a decision whose vocabulary is not loaded yet: loading one takes 0.3-2.1 s (Mistral's the longest;
+#: an attack review, 2026-12-06, stalled a worker's event loop that long with one request naming it)
 FIRST_LOAD_WEIGHT = 1 << 30
+
+
+def _vocabulary(model: str, base_model: str | None) -> str:
+    """The vocabulary a model's counter uses, found without loading it (an operator-configured tokenizer's by
+    building its counter, which start-up has loaded)."""
+    if any(templated.lookup(name) is not None for name in (base_model, model)):
+        return TokenCounter.for_model(model, base_model=base_model).profile.encoding_name
+    return _family_vocabulary(model, base_model)
+
+
+@functools.lru_cache(maxsize=1024)
+def _family_vocabulary(model: str, base_model: str | None) -> str:
+    return resolve_tokenizer(model, base_model=base_model).encoding_name
 
 
 #: vocabularies that cost about 10x tiktoken per character to count (DeepSeek's through ``tokenizers``, Mistral's
@@ -83,10 +94,12 @@ SLOW_WEIGHT = 16
 
 def decision_weight(limits: ModelLimits) -> int:
     """How many times tiktoken's cost per character deciding against ``limits`` pays (the offloader's ``weight``);
-    ``FIRST_LOAD_WEIGHT`` until the counter is built (its vocabulary is then loaded in the pool, not on the loop)."""
-    if (limits.counting_model, limits.base_model) not in _BUILT:
+    ``FIRST_LOAD_WEIGHT`` until its vocabulary is loaded (it is then loaded in the pool, not on the loop). By the
+    vocabulary, not the model: a decision made before any count (``mode: off``, a malformed field) loads none."""
+    name = _vocabulary(limits.counting_model, limits.base_model)
+    if name not in _LOADED:
         return FIRST_LOAD_WEIGHT
-    return SLOW_WEIGHT if counter_for(limits).profile.encoding_name in SLOW_ENCODINGS else 1
+    return SLOW_WEIGHT if name in SLOW_ENCODINGS else 1
 
 
 def estimate(request: BudgetRequest) -> int:
