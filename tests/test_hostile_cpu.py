@@ -550,9 +550,13 @@ AUDITED: dict[tuple[str, str | bytes], str] = {
     ("budget_hook.pipeline.privacy", r"(?:messages|input|contents)\[\d+\]"): "match on the plugin's own problem text",
     ("budget_hook.pipeline.privacy", r"[:;]"): "split on the plugin's own window source",
     ("budget_hook.proxy.client_input", r"[0-9]{1,12}"): "fullmatch on a header value: at most 12 characters read",
-    ("budget_hook.proxy.route_guard", r"^/gemini/(?:.*/)?models/([^/:]+):(?:generateContent|streamGenerateContent)$"):
+    ("budget_hook.proxy.route_guard", r"^/gemini/(?:.*/)?((?:tuned)?[mM]odels/[^/:]+):(?:generateContent|"
+     r"streamGenerateContent)$"):
         "match on a request path (anchored: one try; the path is read once, each segment once more)",
-    ("budget_hook.proxy.route_guard", r"^/vertex[_-]ai/(?:.*/)?models/([^/:]+):(?:generateContent|"
+    ("budget_hook.proxy.route_guard", r"^/vertex[_-]ai/(?=[^:]*:(?:generateContent|streamGenerateContent|rawPredict|"
+     r"streamRawPredict)$)[^:]*?/models/([^:]+)"): "match on a request path, anchored: the lookahead reads to the "
+                                                    "first colon once, the lazy run tries a literal at each character",
+    ("budget_hook.proxy.route_guard", r"^/vertex[_-]ai/(?:.*/)?(endpoints/[^/:]+):(?:generateContent|"
      r"streamGenerateContent|rawPredict|streamRawPredict)$"): "match on a request path, anchored",
     ("budget_hook.proxy.route_guard", r"^/azure(?:_ai)?/(?:.*/)?deployments/([^/]+)/(?:chat/completions|completions|"
      r"embeddings|responses)$"): "match on a request path, anchored",
@@ -566,8 +570,6 @@ AUDITED: dict[tuple[str, str | bytes], str] = {
     ("budget_hook.proxy.route_guard", r":(stream)?[gG]enerateContent$"): "search on a path: literals",
     ("budget_hook.proxy.route_guard", r"/invoke(-with-response-stream)?$|:(stream)?[rR]awPredict$"):
         "search on a path: literals",
-    ("budget_hook.proxy.route_guard", r"(completions|embeddings|responses(/compact)?|messages|[gG]enerateContent|"
-     r"[rR]awPredict|converse(-stream)?|invoke(-with-response-stream)?)$"): "search on a path: literals",
     ("budget_hook.providers.anthropic", r"claude-(sonnet-4|4-sonnet|sonnet-4[-.]5|sonnet-4[-.]6|opus-4[-.]6)$"):
         "search, literals: a bounded model name or the operator's backend",
     ("budget_hook.trimming.report", r"^\s*(error|exception|traceback|failed|failure)\b"):

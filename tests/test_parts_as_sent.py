@@ -63,13 +63,17 @@ def bedrock_sent(messages: list[dict]) -> list:
     return _bedrock_converse_messages_pt(messages=messages, model=BEDROCK_MODEL, llm_provider="bedrock")
 
 
-# 1. A chat tool result to Gemini: convert_to_gemini_tool_call_result reads an ``input_file`` part's top-level
-#    file_data and an Anthropic ``image`` block, and sends each as inline_data of its own type. (It reads a ``file``
-#    part's top-level file_data, or a ``file`` that is a string, too, but the proxy's earlier passes refuse those.)
+# 1. A chat tool result to Gemini: convert_to_gemini_tool_call_result reads a ``file`` or ``input_file`` part's
+#    top-level file_data, else its nested ``file.file_data``, else a ``file`` that is a string, and an Anthropic
+#    ``image`` block, and sends each as inline_data of its own type (the eighth review found the last three file
+#    spellings counted 41-174 tokens for a PDF Gemini bills 25,820).
 @pytest.mark.parametrize("part", [
     {"type": "input_file", "file_data": PDF_URL},
     {"type": "image", "source": {"type": "base64", "media_type": "application/pdf", "data": PDF}},
-], ids=["input_file", "anthropic-image-block"])
+    {"type": "input_file", "file": {"file_data": PDF_URL}},
+    {"type": "file", "file": PDF_URL},
+    {"type": "file", "file": {"file_data": "data:text/plain;base64,aGk="}, "file_data": PDF_URL},
+], ids=["input_file", "anthropic-image-block", "input_file-nested", "file-string", "file-top-level-data"])
 def test_a_pdf_in_a_gemini_tool_result_is_priced_as_the_pdf_litellm_sends(part):
     canonical = tool_result([{"type": "file", "file": {"file_data": PDF_URL}}])
     spelled = tool_result([part])

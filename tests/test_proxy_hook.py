@@ -761,9 +761,12 @@ def test_routes_that_reach_a_model_in_an_unread_format_are_refused_unless_the_op
 
 
 def test_a_pass_through_body_in_a_known_format_is_budgeted_as_that_format():
+    """Against the window of the model the provider serves (the model map's; here unknown: the default), never the
+    router's group of the same name (``make_plugin``'s 4,000 would not trim this at 6,000)."""
     data = {**long_chat(), "model": "g"}
-    out = run_hook(make_plugin(), data, call_type="pass_through_endpoint")
+    out = run_hook(make_plugin(window=100_000, default_max_input_tokens=3000), data, call_type="pass_through_endpoint")
     assert out["metadata"]["budget_hook"]["action"] == "trimmed"
+    assert out["metadata"]["budget_hook"]["budget"]["window"] == 3000
     assert run_hook(make_plugin(), {"model": "g", "batch": [1, 2]}, call_type="pass_through_endpoint") is None
 
 

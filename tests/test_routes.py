@@ -16,7 +16,10 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
+import httpx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from litellm.proxy._types import UserAPIKeyAuth
 
 from budget_hook.budget import ModelLimits
@@ -127,6 +130,90 @@ def test_the_model_a_pass_through_names_in_its_url():
     assert route_guard.model_in_path(vertex) == "vertex_ai/claude-sonnet-4-5@20250929"
     assert route_guard.model_in_path("/azure/openai/deployments/gpt-4o/chat/completions") == "azure/gpt-4o"
     assert route_guard.model_in_path("/anthropic/v1/messages") is None and route_guard.model_in_path(None) is None
+
+
+def test_a_vertex_pass_through_model_is_read_as_litellm_reads_it_and_a_router_group_wins():
+    """LiteLLM reads Vertex's model from the first ``/models/`` to the first colon (slashes included), and serves a
+    name the router has a pass-through deployment for from that deployment: then the name is the group's."""
+    read = "/vertex_ai/v1/projects/p/locations/l/publishers/google/models/gcp/google/gemini-2.5-flash:generateContent"
+    assert route_guard.model_in_path(read) == "vertex_ai/gcp/google/gemini-2.5-flash"
+    assert route_guard.model_in_path(read, lambda name: name == "gcp/google/gemini-2.5-flash") \
+        == "gcp/google/gemini-2.5-flash"
+    assert route_guard.model_in_path("/vertex-ai/v1/x/models/a/models/b:streamGenerateContent") == "vertex_ai/a/models/b"
+    assert route_guard.model_in_path("/vertex_ai/v1/x/models/g:countTokens", lambda name: True) is None
+    assert route_guard.model_in_path("/vertex_ai/models/g:generateContent") is None  # LiteLLM reads none either
+    gemini = "/gemini/v1beta/models/g:generateContent"
+    assert route_guard.model_in_path(gemini, lambda name: True) == "gemini/g"  # Gemini's route has no router lookup
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["a", "models", ".", "..", "", "x?y", "z#w", "q.", ".r"]), max_size=8))
+def test_a_pass_through_path_is_read_as_httpx_sends_it(segments):
+    """The proxy decodes ``%3F``, ``%23`` and ``%2E`` before routing; LiteLLM's upstream URL is cut at the first
+    ``?`` or ``#`` and its dot segments resolved (httpx): the route is read the same way."""
+    path = "/" + "/".join(segments)
+    assert route_guard.sent_path(path) == httpx.URL("http://h" + path).path
+
+
+def test_a_pass_through_url_names_the_model_it_reaches():
+    gemini = "/gemini/v1beta/models/learnlm-1.5-pro-experimental:generateContent"
+    for hidden in ("?/models/gemini-2.5-pro:generateContent", "#", "/.", "#/models/gemini-2.5-pro:generateContent"):
+        key = route_guard.sent_path(gemini + hidden)
+        assert route_guard.model_in_path(key) == "gemini/learnlm-1.5-pro-experimental", hidden
+    assert route_guard.model_in_path("/gemini/v1beta/tunedModels/t:generateContent") == "gemini/tunedModels/t"
+    assert route_guard.model_in_path("/vertex_ai/v1/projects/p/locations/l/endpoints/123:streamGenerateContent",
+                                     lambda name: True) == "vertex_ai/endpoints/123"  # no router lookup for those
+    assert route_guard.endpoint_shape("v1/chat/completions#", {"messages": []}).name == "chat"
+    assert route_guard.endpoint_shape("v1/chat/completions/.", {"messages": []}).name == "chat"
+
+
+@pytest.mark.parametrize(("route", "body_model", "expected"), [
+    ("/openai/v1/chat/completions", "gpt-3.5-turbo", ("gpt-3.5-turbo", "openai/gpt-3.5-turbo")),
+    ("/anthropic/v1/messages", "claude-sonnet-4-5", ("claude-sonnet-4-5", "anthropic/claude-sonnet-4-5")),
+    ("/openrouter/v1/chat/completions", "openrouter/x", ("openrouter/x", "openrouter/x")),
+    ("/my-own-endpoint/chat", "gpt-4o", ("gpt-4o", "gpt-4o")),  # an operator's pass-through: the name as written
+    ("/gemini/v1beta/tunedModels/t:generateContent", None, ("gemini/tunedModels/t", "gemini/tunedModels/t")),
+    ("/gemini/v1beta/cachedContents:generateContent", None, ("gemini/unnamed-model", "gemini/unnamed-model")),
+    ("/vertex_ai/v1/x/models/group:generateContent", "gpt-4.1", ("group", None)),  # the router's group: ask it
+])
+def test_a_pass_through_is_budgeted_for_the_provider_s_own_model(route, body_model, expected):
+    """Never a router group's or alias's window for the provider's own model of that name; never unchecked."""
+    shape = SHAPES.get("chat")
+    found = run_in_route(route, lambda: route_guard.pass_through_model(PASS_THROUGH_CALL_TYPE, shape, body_model,
+                                                                       lambda name: name == "group"))
+    assert found == expected
+    assert route_guard.pass_through_model("acompletion", shape, body_model) is None
+    assert run_in_route(route, lambda: route_guard.pass_through_model(PASS_THROUGH_CALL_TYPE, None, "m")) is None
+
+
+def test_a_router_model_pass_through_in_an_unread_format_passes_only_where_nothing_is_generated():
+    body = {"model": "vllm-small", "text": "word " * 6000}
+    for endpoint in ("generate", "inference/v1/generate", "generate_stream", "v1/chat/completions#", "custom"):
+        with pytest.raises(BudgetHookHTTPError) as caught:
+            attempt(make_plugin(), pass_through_attempt(body, endpoint=endpoint))
+        assert caught.value.error_code == "route_not_budgeted", endpoint
+    for endpoint in ("tokenize", "v1/models", "health", "v1beta/models/m:countTokens", "infer", "rerank"):
+        assert attempt(make_plugin(), pass_through_attempt(body, endpoint=endpoint)) is None, endpoint
+    assert attempt(make_plugin(unknown_routes="pass"), pass_through_attempt(body, endpoint="generate")) is None
+
+
+def test_a_router_model_pass_through_with_an_encoded_mark_is_read_at_its_real_endpoint():
+    body = {"model": "vllm-small", "messages": long_messages()}
+    for endpoint in ("v1/chat/completions#", "v1/chat/completions/.", "v1/x/../chat/completions"):
+        out = attempt(make_plugin(), pass_through_attempt(body, endpoint=endpoint, call_id=f"pt-{endpoint}"))
+        assert len(out["json"]["messages"]) < len(body["messages"]), endpoint
+
+
+def test_a_group_serves_vertex_pass_throughs_only_with_a_pass_through_deployment():
+    from budget_hook.proxy.windows import serves_pass_through
+
+    class Router:
+        def get_model_list(self, model_name):
+            return {"g": [{"litellm_params": {"model": "vertex_ai/x", "use_in_pass_through": True}}],
+                    "h": [{"litellm_params": {"model": "vertex_ai/x"}}]}.get(model_name, [])
+    assert serves_pass_through(Router(), "g") and not serves_pass_through(Router(), "h")
+    assert not serves_pass_through(Router(), "nope") and not serves_pass_through(None, "g")
+    assert not serves_pass_through(Router(), "g" * 100_000)
 
 
 def test_a_pass_through_body_is_read_by_the_endpoint_it_goes_to():

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import MalformedRequestError
-from . import images
+from . import images, parts, rendered
 from .cache import COUNT_CACHE
 from .canonical import canonical_json, plain_calls_key
 from .encodings import PIECE_CHARS, get_encoding
@@ -48,6 +48,7 @@ from .validation import empty_texts, validate_message, validate_messages
 FAMILY_ENCODINGS = frozenset({"mistral", "llama3", "qwen", "qwen3.5", "deepseek"})
 #: a file's name and framing around its text
 FILE_FRAMING_TOKENS = 20
+MEDIA_PARTS = frozenset({"image_url", "input_image", "input_audio", "video_url", "file", "input_file"})
 #: texts this short (roles, names, call ids, short arguments) are counted once per profile, up to ``SHORT_TEXTS`` in all
 SHORT_TEXT_CHARS, SHORT_TEXTS = 32, 65_536
 _SHORT: dict[tuple[int, str], int] = {}
@@ -58,7 +59,6 @@ _PROFILE_IDS: dict[TokenizerProfile, int] = {}
 #: in the fitted framing; past it an id's tokens are counted, as a provider or a host's template may receive it (for
 #: every family but Gemini, whose view's ids are its own; LiteLLM takes a replayed thought signature off an id)
 ID_TOKENS = 24
-
 
 
 def _profile_id(profile: TokenizerProfile) -> int:
@@ -349,10 +349,12 @@ class TokenCounter:
         if profile.empty_text and role in ("user", "assistant") and (empty := empty_texts(content)):
             text += empty * self.count_text(profile.empty_text)  # what LiteLLM writes over an empty text
         text += self.count_text(refusal) if isinstance(refusal := message.get("refusal"), str) else 0
+        text += sum(self.count_text(canonical_json(value)) for value in rendered.carried_fields(message))
         thinking, reasoning = message.get("thinking_blocks"), message.get("reasoning_content")
         blocks = isinstance(thinking, list) and bool(thinking)
         if blocks:  # LiteLLM sends an assistant message's thinking blocks back to Claude: count all they carry
             text += self.count_text(canonical_json(thinking))
+            media += sum(sum(self._count_part(one, where)) for one in parts.thought_parts(thinking, profile.family))
         if reasoning is not None and (not blocks or profile.family == "gemini"):
             # sent as is (openai/, hosted_vllm/), as a Gemini thought part (beside the blocks' on LiteLLM 1.103)
             text += self.count_text(reasoning if isinstance(reasoning, str) else canonical_json(reasoning))
@@ -369,7 +371,13 @@ class TokenCounter:
         return tokens
 
     def _count_part(self, part: Any, where: str) -> tuple[int, int]:
-        """(text tokens, media tokens) of one content part."""
+        """(text tokens, media tokens) of a part; a media part's ``text`` too (Gemini's system instruction has it)."""
+        text, media = self._typed_part(part, where)
+        kind = part.get("type") if isinstance(part, Mapping) else None
+        stray = part.get("text") if type(kind) is str and kind in MEDIA_PARTS else None
+        return text + (self.count_text(stray) if isinstance(stray, str) else 0), media
+
+    def _typed_part(self, part: Any, where: str) -> tuple[int, int]:
         if isinstance(part, str):
             return self.count_text(part), 0
         if not isinstance(part, Mapping):
@@ -378,7 +386,7 @@ class TokenCounter:
         if kind in ("text", "input_text", "output_text") and isinstance(part.get("text"), str):
             return self.count_text(part["text"]), 0
         if kind in RETYPED and type(kind) is not ViewPart and (instead := sent_as(part)) is not None:  # as sent
-            terms = [self._count_part(one, where) for one in instead]
+            terms = [self._typed_part(one, where) for one in instead]
             return sum(text for text, _ in terms), sum(media for _, media in terms)
         if kind == "refusal" and isinstance(part.get("refusal"), str):
             return self.count_text(part["refusal"]), 0

@@ -15,6 +15,8 @@ The view-only part types live here too: ``ViewPart`` is a ``str`` subclass no JS
 
 from __future__ import annotations
 
+import contextlib
+import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -70,16 +72,22 @@ def sent_as(part: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     kind = part.get("type")
     if kind == "document":
         return document_parts(part)
-    if kind in ("input_file", "image"):  # as Gemini reads a tool result's inline content, or the JSON it is
-        inline = source(part).get("type") == "base64" if kind == "image" else isinstance(part.get("file_data"), str)
-        if not inline:
+    if kind == "image":  # as Gemini reads a tool result's inline content, or the JSON it is
+        if source(part).get("type") != "base64":
             return None
-        if kind == "image":  # sent as the media it holds wherever it is read (Gemini, Claude): as an image_url is
-            media_part = image_part(part)
-            return sent_as(media_part) or [{**media_part, "type": SENT_IMAGE}]
-        media_part = {"type": "file", "file": {key: part[key] for key in ("file_data", "format") if key in part}}
-        return [{"type": ONE_OF, "parts": [{"type": "text", "text": canonical_json(part)},
-                                           *(sent_as(media_part) or [media_part])]}]
+        media_part = image_part(part)  # sent as the media it holds wherever it is read (Gemini, Claude)
+        return sent_as(media_part) or [{**media_part, "type": SENT_IMAGE}]
+    inline = tool_file_data(part) if kind in ("file", "input_file") else None
+    nested = part.get("file")
+    if inline is not None and (kind == "input_file" or not isinstance(nested, Mapping) or part.get("file_data")):
+        # a spelling only Gemini's tool results read as a file (``convert_to_gemini_tool_call_result``: a top-level
+        # ``file_data``, else the nested one, else a ``file`` string), sent inline; elsewhere the part it is
+        rest = {key: value for key, value in part.items() if key != "file_data"}
+        as_is = (sent_as(rest) or [rest]) if kind == "file" and isinstance(nested, Mapping) else \
+            [{"type": "text", "text": canonical_json(part)}]
+        media_part = {"type": "file", "file": {"file_data": inline, **({"format": part["format"]} if "format" in part
+                                                                        else {})}}
+        return [{"type": ONE_OF, "parts": [*as_is, *(sent_as(media_part) or [media_part])]}]
     if kind in ("image_url", "input_image"):
         image = part.get("image_url")
         url = image.get("url") if isinstance(image, Mapping) else image
@@ -105,6 +113,15 @@ def sent_as(part: Mapping[str, Any]) -> list[dict[str, Any]] | None:
     if not found or (found == [data] and isinstance(data, str) and declared in ("", media.data_type(data))):
         return None
     return _typed(found, declared, {key: file[key] for key in ("video_metadata",) if key in file})
+
+
+def tool_file_data(part: Mapping[str, Any]) -> str | None:
+    """The data Gemini's tool results send inline for a ``file`` or ``input_file`` part (LiteLLM's
+    ``convert_to_gemini_tool_call_result``: ``file_data``, else ``file.file_data``, else ``file`` as a string), or
+    None. An attack review (2026-12-06): a 100-page PDF spelled these ways was counted 41-174 tokens, 25,820 sent."""
+    nested = part.get("file")
+    data = part.get("file_data") or (nested.get("file_data") if isinstance(nested, Mapping) else nested)
+    return data if isinstance(data, str) and data else None
 
 
 def _typed(found: list[str], declared: str, keep: dict[str, Any]) -> list[dict[str, Any]]:
@@ -254,3 +271,44 @@ def _is_text(block: Any) -> bool:
 def _framed(title: Any, text: str) -> str:
     # Anthropic wraps documents in XML-like framing with their source; count it too.
     return f'<document index="1">\n<source>{title}</source>\n<document_content>{text}</document_content>\n</document>'
+
+
+def gemini_media(data: Mapping[str, Any], video: Any = None) -> dict[str, Any]:
+    """Gemini's ``inlineData`` as a chat part (``video``: the part's ``videoMetadata``, whose ``fps`` is priced)."""
+    mime = str(data.get("mimeType") or data.get("mime_type") or "application/octet-stream")
+    url = f"data:{mime};base64,{data.get('data', '')}"
+    if mime.startswith("image/"):
+        return {"type": "image_url", "image_url": {"url": url}}
+    return {"type": "file", "file": {"file_data": url, **({"video_metadata": video} if isinstance(video, Mapping)
+                                                          else {})}}
+
+
+def gemini_part(part: Mapping[str, Any]) -> dict[str, Any]:
+    """One Gemini part as the chat part it is priced as: its text, its inline media, a file reference (by its JSON),
+    else its JSON."""
+    data = part.get("inlineData") or part.get("inline_data")
+    file = part.get("fileData") or part.get("file_data")
+    # an empty ``text`` beside media is unset to Gemini, which reads (and bills) the media
+    if isinstance(part.get("text"), str) and (part["text"] or not isinstance(data or file, Mapping)):
+        return {"type": "text", "text": part["text"]}
+    if isinstance(data, Mapping):
+        return gemini_media(data, part.get("videoMetadata") or part.get("video_metadata"))
+    if isinstance(file, Mapping):
+        return {"type": "file", "file": {"file_id": canonical_json(file)}}
+    return {"type": "text", "text": canonical_json(part)}
+
+
+def thought_parts(blocks: Any, family: str) -> list[dict[str, Any]]:
+    """The media parts LiteLLM 1.103 sends Gemini (``family``) for an assistant's thinking blocks whose text is a JSON
+    object (``PartType(thoughtSignature=..., **json.loads(thinking))``: inline media, a file reference), as chat
+    parts; their JSON text is counted besides. An attack review (2026-12-06): a 100-page PDF counted 187 tokens."""
+    found = []
+    for block in blocks if isinstance(blocks, list) and family == "gemini" else ():
+        text = block.get("thinking") if isinstance(block, Mapping) and block.get("type") == "thinking" else None
+        if isinstance(text, str) and block.get("signature") is not None and text.lstrip().startswith("{"):
+            with contextlib.suppress(ValueError, RecursionError):
+                value = json.loads(text)
+                media_keys = ("inlineData", "inline_data", "fileData", "file_data")
+                if isinstance(value, Mapping) and any(isinstance(value.get(key), Mapping) for key in media_keys):
+                    found.append(gemini_part({key: value[key] for key in media_keys if key in value}))
+    return found

@@ -65,7 +65,7 @@ from .offload import Offloader
 from .outcomes import log_internal, log_outcome, note_overflow, snapshot
 from .provider_count import ProviderCounter, decide_with_provider_count
 from .records import Decided, RecordStore, attach_record
-from .route_guard import install_path_context, note_a2a_caller, pass_through_group, refused_call
+from .route_guard import install_path_context, note_a2a_caller, pass_through_model, refused_call
 from .shared import SharedLearning, litellm_redis
 from .windows import (
     WindowCache,
@@ -75,6 +75,7 @@ from .windows import (
     limits_from_router,
     listed_groups,
     model_name_error,
+    serves_pass_through,
     with_learned_window,
 )
 
@@ -158,6 +159,10 @@ def _forwarded_response_id(response_id: str, decrypted: bool) -> str:
     if not isinstance(decoded, str):
         raise TypeError("not a response id")
     return decoded
+
+
+def _serves_pass_through(name: str) -> bool:
+    return serves_pass_through(_router(), name)
 
 
 def _router() -> Any:
@@ -280,9 +285,10 @@ class BudgetHookPlugin(CustomLogger):
                 shape = SHAPES.detect(data)
             except Exception as exc:  # a bug of ours, on whatever the client sent: the fail mode, never a 500
                 return self._internal_failure(exc, data, "litellm_metadata", self.settings.base_fail_mode, None)
-        # a pass-through whose URL names the model (Gemini's, Vertex's, an Azure deployment): the URL's, which the
-        # provider serves whatever the body's ``model`` says (a body naming gpt-4.1 had its 1M window checked)
-        group = pass_through_group(call_type, shape) or data.get("model")
+        # a pass-through: the model the URL names (the provider serves it whatever the body's ``model`` says: a body
+        # naming gpt-4.1 had its 1M window checked), its window the provider's own (``route_guard.pass_through_model``)
+        group, in_map = pass_through_model(call_type, shape, data.get("model"), _serves_pass_through) \
+            or (data.get("model"), None)
         if shape is None:
             if refused_call(call_type) and self.settings.unknown_routes == "block":  # proxy.route_guard
                 raise BudgetHookHTTPError(unread_route_error(call_type))
@@ -298,7 +304,8 @@ class BudgetHookPlugin(CustomLogger):
         decision: Decision | None = None
         try:
             caller = caller_of(user_api_key_dict)
-            limits, calibration = await self._learned(self.model_limits(group), caller)
+            limits, calibration = await self._learned(
+                self.model_limits(group) if in_map is None else limits_from_router(None, in_map), caller)
             chain = await self.chains.lookup(shape, data)  # what the provider holds for previous_response_id
             request = labelled(_router(), BudgetRequest(shape=shape, body=data, model_group=group, limits=limits,
                                caller=caller, client=read_client_input(data, key), calibration=calibration))

@@ -7,10 +7,15 @@ cannot see:
 * **Where a request is.** ``install_path_context(app)`` puts one ASGI layer on top of the proxy's built
   middleware stack (the lazily-loaded feature routers included, which no route wrapper could reach at
   start-up): it keeps the request's route key (``/path``, ``WS /path``) in a context variable for the hooks.
-* **The model in the URL.** A pass-through body in a shape budget_hook reads whose model is in its path:
-  ``pass_through_group`` names it: Gemini's ``/gemini/.../models/{m}:generateContent`` as ``gemini/{m}``,
-  Vertex AI's as ``vertex_ai/{m}``, Azure's ``/azure/openai/deployments/{d}/...`` as ``azure/{d}``. It wins over a
-  ``model`` in the body, which the provider ignores (the URL's deployment serves the request).
+* **The path as sent.** The route key is the decoded path as httpx sends it on (``sent_path``: cut at an encoded
+  ``?`` or ``#``, dot segments resolved), and so is a router attempt's endpoint.
+* **The model in the URL, and its window.** A pass-through body in a shape budget_hook reads: ``pass_through_model``
+  names its model and where its window is looked up. The URL's model wins over a ``model`` in the body, which the
+  provider ignores: Gemini's ``/gemini/.../models/{m}:generateContent`` is ``gemini/{m}``, Vertex AI's
+  ``vertex_ai/{m}`` (or the router group ``{m}``, which LiteLLM serves it from when the group has a pass-through
+  deployment), Azure's ``/azure/openai/deployments/{d}/...`` ``azure/{d}``. Else the body's ``model``, whose window
+  is the route provider's own model's in the model map, never a router group's; no model anywhere is a model whose
+  window is unknown.
 * **Refused calls.** ``refused_call``: a call type no shape reads (``UNREAD_MODEL_CALL_TYPES``), or a
   pass-through request on a route the table refuses (a WebSocket relay of a realtime or live session).
 * **Compaction.** ``streams_responses``: a blocked ``/responses/compact`` is a plain 400 even when asked to
@@ -21,9 +26,9 @@ cannot see:
   ``llm_router.allm_passthrough_route`` directly), the priority queue, the RAG query. The attempt is decided
   as the pre-call hook would decide it, on a copy whose model is the attempt's model group, against that
   group's window and the caller's policy: forwarded, trimmed (the trimmed content written back into the
-  attempt) or refused with the plugin's HTTP 400. A pass-through body in a format budget_hook cannot read, to
-  a generation endpoint (Bedrock ``converse``, a non-Anthropic ``invoke``), is refused under
-  ``unknown_routes: block``; other pass-through endpoints (``tokenize``, a NIM ``infer``) are forwarded.
+  attempt) or refused with the plugin's HTTP 400. A pass-through body in a format budget_hook cannot read is
+  refused under ``unknown_routes: block`` unless its endpoint generates nothing (``NOT_GENERATING``: ``tokenize``,
+  a NIM ``infer``...).
   On an A2A route (``A2A_ROUTE``), LiteLLM's completion bridge calls ``litellm.acompletion`` for an agent outside
   the router (no group, no deployment): the call is decided against its model's own window (the model map's, else
   ``unknown_window``), as for a group of that name, for the caller the proxy authenticated for the A2A request
@@ -61,13 +66,34 @@ _A2A_CALLER: ContextVar[Any] = ContextVar("budget_hook_a2a_caller", default=None
 _A2A_ROUTE_MATCH = A2A_ROUTE.match
 _ROUTE: ContextVar[str | None] = ContextVar("budget_hook_route", default=None)
 
+VERTEX = "vertex_ai/"
 _MODEL_IN_PATH = (
-    (re.compile(r"^/gemini/(?:.*/)?models/([^/:]+):(?:generateContent|streamGenerateContent)$"), "gemini/"),
-    (re.compile(r"^/vertex[_-]ai/(?:.*/)?models/([^/:]+):(?:generateContent|streamGenerateContent|rawPredict|"
-                r"streamRawPredict)$"), "vertex_ai/"),
+    # a tuned model (``tunedModels/{m}``) keeps its path: a name the model map does not know (``unknown_window``)
+    (re.compile(r"^/gemini/(?:.*/)?((?:tuned)?[mM]odels/[^/:]+):(?:generateContent|streamGenerateContent)$"),
+     "gemini/"),
+    # LiteLLM's own reading (``get_vertex_model_id_from_url``): from the first ``/models/`` to the first colon,
+    # slashes included (a router group named ``gcp/google/gemini-2.5-flash``)
+    (re.compile(r"^/vertex[_-]ai/(?=[^:]*:(?:generateContent|streamGenerateContent|rawPredict|streamRawPredict)$)"
+                r"[^:]*?/models/([^:]+)"), VERTEX),
+    # an endpoint of its own (a tuned or Model Garden model): no router lookup, a window the map does not know
+    (re.compile(r"^/vertex[_-]ai/(?:.*/)?(endpoints/[^/:]+):(?:generateContent|streamGenerateContent|rawPredict|"
+                r"streamRawPredict)$"), VERTEX),
     (re.compile(r"^/azure(?:_ai)?/(?:.*/)?deployments/([^/]+)/(?:chat/completions|completions|embeddings|"
                 r"responses)$"), "azure/"),
 )
+#: the provider a pass-through route forwards to, as the model map prefixes its models (the window of a body's
+#: ``model`` there is the provider's own model of that name, never a router group's)
+_ROUTE_PROVIDERS = (("/openai/", "openai/"), ("/openai_passthrough/", "openai/"), ("/anthropic/", "anthropic/"),
+                    ("/gemini/", "gemini/"), ("/vertex_ai/", VERTEX), ("/vertex-ai/", VERTEX), ("/azure/", "azure/"),
+                    ("/azure_ai/", "azure_ai/"), ("/mistral/", "mistral/"), ("/cohere/", "cohere/"),
+                    ("/openrouter/", "openrouter/"), ("/watsonx/", "watsonx/"), ("/bedrock/", "bedrock/"),
+                    ("/vllm/", "hosted_vllm/"), ("/nvidia_nim/", "nvidia_nim/"), ("/gigachat/", "gigachat/"))
+#: the last segment (or Google method) of a router-model pass-through endpoint that generates nothing: a body
+#: budget_hook cannot read, sent anywhere else, may reach a model (SGLang's and TGI's ``generate``, vLLM's
+#: ``inference/v1/generate``), and is refused under ``unknown_routes: block``
+NOT_GENERATING = frozenset({"tokenize", "detokenize", "models", "health", "ping", "version", "metrics", "load",
+                            "count_tokens", "input_tokens", "countTokens", "infer", "rerank", "score", "pooling",
+                            "classify", "is_sleeping", "server_info", "get_model_info"})
 #: pass-through endpoints by the shape they carry (then the body must have that shape)
 _ENDPOINT_SHAPES = (
     (re.compile(r"chat/completions$"), "chat"), (re.compile(r"(^|/)completions$"), "completions"),
@@ -79,9 +105,6 @@ _ENDPOINT_SHAPES = (
 #: the field a body of each shape carries its content in
 _FIELDS = {"chat": "messages", "anthropic": "messages", "completions": "prompt", "embeddings": "input",
            "responses": "input", "gemini": "contents"}
-#: endpoints that make a model generate: an unreadable body to one of them is refused under ``block``
-_GENERATION = re.compile(r"(completions|embeddings|responses(/compact)?|messages|[gG]enerateContent|[rR]awPredict|"
-                         r"converse(-stream)?|invoke(-with-response-stream)?)$")
 
 
 class _RouteContext:
@@ -98,11 +121,31 @@ class _RouteContext:
         path, root = str(scope.get("path") or ""), str(scope.get("root_path") or "").rstrip("/")
         if root and path.startswith(root + "/"):
             path = path[len(root):]
+        path = sent_path(path)  # a pass-through's URL as LiteLLM forwards it
         token = _ROUTE.set(f"WS {path}" if kind == "websocket" else path)
         try:
             await self.app(scope, receive, send)
         finally:
             _ROUTE.reset(token)
+
+
+def sent_path(path: str) -> str:
+    """A percent-decoded path as it is sent on: cut at its first ``?`` or ``#`` and its dot segments resolved (as
+    httpx's ``normalize_path`` resolves them in the URL a pass-through builds from it). The proxy decodes a path
+    before routing, so ``%3F``, ``%23`` and ``/%2E`` arrive as a literal ``?``, ``#`` and ``/.``: a path read without
+    this named one model or endpoint to budget_hook and another to the provider (an attack review, 2026-12-06)."""
+    for mark in ("?", "#"):
+        path = path.split(mark, 1)[0]
+    if "." not in path:
+        return path
+    kept: list[str] = []
+    for segment in path.split("/"):
+        if segment == "..":
+            if kept and kept != [""]:
+                kept.pop()
+        elif segment != ".":
+            kept.append(segment)
+    return "/".join(kept) or ("/" if path.startswith("/") else "")  # ``/.`` is ``/``
 
 
 def install_path_context(app: Any) -> bool:
@@ -128,18 +171,47 @@ def current_route() -> str | None:
     return _ROUTE.get()
 
 
-def model_in_path(key: str | None) -> str | None:
-    """The model a pass-through names only in its URL, as the model map spells it (``gemini/gemini-2.5-flash``)."""
+def model_in_path(key: str | None, served: Callable[[str], bool] = lambda name: False) -> str | None:
+    """The model a pass-through names only in its URL, as the model map spells it (``gemini/gemini-2.5-flash``).
+    Vertex AI's pass-through serves a name the router has a pass-through deployment for from that deployment
+    (LiteLLM's ``_resolve_vertex_model_from_router`` rewrites the URL to the deployment's model): then the name
+    itself, a router group (``served(name)``)."""
+    found = _url_model(key, served)
+    return found[0] if found else None
+
+
+def _url_model(key: str | None, served: Callable[[str], bool]) -> tuple[str, bool] | None:
+    """(the model the URL names, whether it is a router group's name) or None."""
     for pattern, provider in _MODEL_IN_PATH:
         found = pattern.match(key or "")
         if found:
-            return provider + found.group(1)
+            name = found.group(1).removeprefix("models/")
+            if provider == VERTEX and not name.startswith("endpoints/") and served(name):
+                return name, True
+            return provider + name, False
     return None
 
 
-def pass_through_group(call_type: Any, shape: Shape | None) -> str | None:
-    """For a pass-through body budget_hook reads whose model is in the URL: that model (whatever the body says)."""
-    return model_in_path(_ROUTE.get()) if call_type == PASS_THROUGH_CALL_TYPE and shape is not None else None
+def pass_through_model(call_type: Any, shape: Shape | None, body_model: Any,
+                       served: Callable[[str], bool] = lambda name: False) -> tuple[str, str | None] | None:
+    """For a pass-through body budget_hook reads (else None): the model it is budgeted as, and the name its window
+    is looked up under in the model map (None: ask the router). The model the URL names wins over the body's, which
+    the provider ignores (the URL's deployment serves it); Vertex AI's pass-through serves a router group's name
+    from that group's deployment (``served``: a group with a deployment it uses). A pass-through forwards the body to
+    the route's provider, which serves its own model of the body's name: that model's window, never a router
+    group's or alias's of the same name (a group ``gpt-3.5-turbo`` served by gpt-4o lent its 128k window). A body
+    naming no model, on a URL naming none (Gemini's ``tunedModels/{m}``, Vertex's ``endpoints/{id}``), is budgeted
+    as a model whose window is unknown (``unknown_window``), never left unchecked."""
+    if call_type != PASS_THROUGH_CALL_TYPE or shape is None:
+        return None
+    key = _ROUTE.get() or ""
+    named = _url_model(key, served)
+    if named is not None:
+        return named[0], None if named[1] else named[0]
+    prefix = next((provider for route, provider in _ROUTE_PROVIDERS if key.startswith(route)), "")
+    if not isinstance(body_model, str) or not body_model:
+        return prefix + "unnamed-model", prefix + "unnamed-model"
+    return body_model, body_model if body_model.startswith(prefix) else prefix + body_model
 
 
 def refused_call(call_type: Any) -> bool:
@@ -161,7 +233,7 @@ def streams_responses(shape: Shape, data: Mapping[str, Any], call_type: Any) -> 
 
 def endpoint_shape(endpoint: str, body: Mapping[str, Any]) -> Shape | None:
     """The shape of a pass-through body, by the endpoint it goes to (then the body must have it)."""
-    path = endpoint.split("?", 1)[0].rstrip("/")
+    path = sent_path(endpoint).rstrip("/")
     for pattern, name in _ENDPOINT_SHAPES:
         if pattern.search(path):
             own_format = not path.endswith(("invoke", "invoke-with-response-stream", "Predict"))
@@ -232,10 +304,11 @@ async def _pass_through_attempt(plugin: Any, kwargs: dict[str, Any], error_type:
     body = kwargs.get(field)
     if not isinstance(body, dict):
         return None  # no JSON body: a GET, a file upload, raw content
-    endpoint = str(kwargs.get("endpoint") or "")
+    endpoint = sent_path(str(kwargs.get("endpoint") or "")).rstrip("/")
     shape = endpoint_shape(endpoint, body)
     if shape is None:
-        if _GENERATION.search(endpoint.split("?", 1)[0].rstrip("/")) and plugin.settings.unknown_routes == "block":
+        last = endpoint.rsplit("/", 1)[-1]
+        if last.rsplit(":", 1)[-1] not in NOT_GENERATING and plugin.settings.unknown_routes == "block":
             raise error_type(unread_route_error(f"pass-through to {endpoint.lstrip('/')}"))
         return None
     group = _routed_group(kwargs) or kwargs.get("model")

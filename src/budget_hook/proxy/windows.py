@@ -112,6 +112,14 @@ def deployments_of(router: Any, group: str) -> list[Any]:
         return []
 
 
+def serves_pass_through(router: Any, name: str) -> bool:
+    """Has the router a deployment of the group ``name`` that LiteLLM's Vertex AI pass-through may use
+    (``use_in_pass_through``: it then serves the URL's model from that deployment)?"""
+    return len(name) <= MAX_MODEL_NAME_CHARS and any(
+        isinstance(d, Mapping) and isinstance(d.get("litellm_params"), Mapping)
+        and d["litellm_params"].get("use_in_pass_through") for d in deployments_of(router, name))
+
+
 def router_info(router: Any, group: str, deployment: Any) -> Mapping[str, Any]:
     """What the router knows of one deployment (``max_input_tokens``, ``max_output_tokens``), ``{}`` when
     nothing: an unmapped model makes the router raise, and the rules fall back."""

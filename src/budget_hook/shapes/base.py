@@ -29,6 +29,9 @@ from ..trimming import (
     trim_request,
 )
 
+#: trims of a view per request at most: the first, then aims lower until the written-back body fits (or no aim can)
+RETRIES = 8
+
 
 @dataclass(frozen=True)
 class View:
@@ -213,14 +216,21 @@ class ConversationShape(Shape):
         view = self.view(body)
         notes = self.notes(body)
         view_budget = budget
-        for attempt in range(4):
+        over = cannot = 0  # the lowest aim whose body was over the budget; the highest the view could not reach
+        for attempt in range(RETRIES):
             try:
                 result, protected_given_up = self._trim_view(view, counter, view_budget, policy,
                                                              hash_actions=self.native_action is None)
             except CannotFitError:
                 if not attempt:
                     raise
-                break  # aiming lower cannot fit either: the last body's own count is over (raised below)
+                cannot = view_budget.budget
+                if over - cannot <= 1:
+                    break  # no aim between the two: the last body's own count is over (raised below)
+                # an aim between one the view cannot reach and one whose body is over may fit: a refusal must not
+                # depend on where the first aims fell (Gemini: budgets 2,118-2,125 trimmed, 2,126-2,131 refused)
+                view_budget = replace(view_budget, budget=(cannot + over) // 2)
+                continue
             report = result.report
             extra = notes + ((self.protected_note,) if protected_given_up else ())
             if extra:
@@ -234,8 +244,12 @@ class ConversationShape(Shape):
             if tokens_after <= budget.budget or view_budget.budget <= 1:
                 break
             # Written back, the body counts a little more than its view did (merged messages, the notice):
-            # aim the view that much lower.
-            view_budget = replace(view_budget, budget=max(1, view_budget.budget - (tokens_after - budget.budget) - 16))
+            # aim the view that much lower (above an aim it could not reach).
+            over = view_budget.budget
+            aim = max(1, over - (tokens_after - budget.budget) - 16)
+            view_budget = replace(view_budget, budget=aim if aim > cannot else (cannot + over) // 2)
+            if view_budget.budget <= cannot:
+                break
         check_native_fit(counter, budget, report.tokens_before, tokens_after, remedy=self.remedy)
         native_action = self.native_action
         actions = tuple(native_action(a, view, body) for a in report.actions) if native_action else report.actions

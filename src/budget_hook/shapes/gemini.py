@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..counting import canonical_json
-from ..counting.parts import THOUGHT_SIGNATURE, unreadable_as_sent
+from ..counting.parts import THOUGHT_SIGNATURE, gemini_part, unreadable_as_sent
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimResult, content_hash, message_text
 from .base import (
@@ -88,29 +88,10 @@ def _any_parts(entry: Any) -> list[Any]:
     return [parts] if isinstance(parts, Mapping) else parts if isinstance(parts, list) else []
 
 
-def _media_part(data: Mapping[str, Any], video: Any = None) -> dict[str, Any]:
-    """``inlineData`` as a chat part (``video``: the part's ``videoMetadata``, whose ``fps`` is priced)."""
-    mime = str(data.get("mimeType") or data.get("mime_type") or "application/octet-stream")
-    url = f"data:{mime};base64,{data.get('data', '')}"
-    if mime.startswith("image/"):
-        return {"type": "image_url", "image_url": {"url": url}}
-    return {"type": "file", "file": {"file_data": url, **({"video_metadata": video} if isinstance(video, Mapping)
-                                                          else {})}}
-
-
 def _chat_part(part: Any, where: str) -> dict[str, Any]:
     if not isinstance(part, Mapping):
         raise MalformedRequestError(where, f"expected a part object, got {type(part).__name__}")
-    data = part.get("inlineData") or part.get("inline_data")
-    file = part.get("fileData") or part.get("file_data")
-    # an empty ``text`` beside media is unset to Gemini, which reads (and bills) the media
-    if isinstance(part.get("text"), str) and (part["text"] or not isinstance(data or file, Mapping)):
-        return {"type": "text", "text": part["text"]}
-    if isinstance(data, Mapping):
-        return _media_part(data, part.get("videoMetadata") or part.get("video_metadata"))
-    if isinstance(file, Mapping):
-        return {"type": "file", "file": {"file_id": canonical_json(file)}}
-    return {"type": "text", "text": canonical_json(part)}
+    return gemini_part(part)
 
 
 def _signature(part: Any, streamed: bool, earlier: bool = False) -> list[dict[str, Any]]:

@@ -213,7 +213,12 @@ class TrimState(Versions, Removals):
         # each unit with the messages it dropped (those still alive), oldest first
         last_drops = [(u, self.drop_unit(u)) for u in left if found is None or self.positions[u.indexes[-1]] < found]
         self._restore(newest)
-        if not any(i in self.edited for i in newest):  # the newest whole: what the last drop overshot comes back
+        if not any(i in self.edited for i in newest):  # the newest whole: what the last drop overshot comes back,
+            # the older units first, within the aim (a large last drop frees room one of them fits in: a review saw
+            # 20% of the budget forwarded), as the first phase gives them back; the room stays the next requests'
+            self.target = aim
+            self._restore_units([d for d in drops if d[1] and not any(self.alive[i] for i in d[1])])
+            self.target = self.needed
             self._restore_units(last_drops[:-1])
         if self.moves != moves:
             self.depends_on_needed = True

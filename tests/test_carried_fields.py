@@ -1,0 +1,127 @@
+"""Message fields LiteLLM turns into content, counted as what is sent (an attack review, 2026-12-06; each case
+passed a small window under ``unreadable_content: block`` before): each test builds the request, asks LiteLLM's own
+translation function what it sends, and holds the plugin's count at or above the tokens of that."""
+
+from __future__ import annotations
+
+import json
+
+import litellm
+import pytest
+from litellm.litellm_core_utils.prompt_templates.factory import (
+    _bedrock_converse_messages_pt,
+    anthropic_messages_pt,
+)
+from litellm.llms.vertex_ai.gemini.transformation import (
+    _gemini_convert_messages_with_history,
+    _transform_system_message,
+)
+from litellm.utils import validate_and_fix_openai_messages
+
+from budget_hook.counting import TokenCounter
+from budget_hook.counting.encodings import get_encoding
+
+PAGE = "Revenue grew in every region; APAC led with strong enterprise demand and new partnerships. " * 700
+O200K = get_encoding("o200k_base")
+
+
+def tokens(value) -> int:
+    return len(O200K.encode_ordinary(value if isinstance(value, str) else json.dumps(value)))
+
+
+def counted(model: str, messages: list[dict]) -> int:
+    return TokenCounter.for_model(model).count_request({"messages": messages}).total
+
+
+def copy(messages):
+    return json.loads(json.dumps(messages))
+
+
+def test_claude_s_server_tool_results_and_compaction_blocks_are_counted():
+    result = {"type": "web_fetch_tool_result", "tool_use_id": "srvtoolu_01abc", "content": {
+        "type": "web_fetch_result", "url": "https://example.com/report",
+        "content": {"type": "document", "source": {"type": "text", "media_type": "text/plain", "data": PAGE}}}}
+    call = {"id": "srvtoolu_01abc", "type": "function", "function": {"name": "web_fetch", "arguments": "{}"}}
+    for fields in ({"tool_results": [result]}, {"web_search_results": [{**result, "type": "web_search_tool_result"}]},
+                   {"compaction_blocks": [{"type": "compaction", "content": PAGE}]}):
+        assistant = {"role": "assistant", "content": "Fetching.", "provider_specific_fields": fields,
+                     **({"tool_calls": [call]} if "compaction_blocks" not in fields else {})}
+        messages = [{"role": "user", "content": "fetch the report"}, assistant, {"role": "user", "content": "go on"}]
+        sent = anthropic_messages_pt(copy(messages), model="claude-sonnet-4-5", llm_provider="anthropic")
+        assert tokens(sent[1]["content"]) > 10_000, fields.keys()  # LiteLLM does send it
+        assert counted("anthropic/claude-sonnet-4-5", messages) >= tokens(sent[1]["content"]), fields.keys()
+
+
+def test_gemini_s_server_side_tool_invocations_are_counted():
+    messages = [{"role": "user", "content": "look it up"},
+                {"role": "assistant", "content": "Done.", "provider_specific_fields": {
+                    "server_side_tool_invocations": [{"tool_type": "URL_CONTEXT", "id": "t1",
+                                                      "args": {"url": "https://example.com"},
+                                                      "response": {"content": PAGE}}],
+                    "thought_signatures": ["c2lnbmF0dXJl"]}},
+                {"role": "user", "content": "summarise it"}]
+    sent = _gemini_convert_messages_with_history(messages=copy(messages), model="gemini-2.5-flash")
+    parts = {key: value for part in sent[1]["parts"] for key, value in part.items()}
+    carried = tokens(parts["toolCall"]["args"]) + tokens(parts["toolResponse"]["response"])  # what Gemini reads
+    assert counted("gemini/gemini-2.5-flash", messages) >= carried > 10_000
+
+
+def test_bedrock_s_search_results_are_counted():
+    para = "The quarterly report shows revenue growth across all regions, with strength in APAC markets. "
+    results = [{"source": f"https://example.com/doc{i}", "title": f"Result {i}", "content": [{"text": para * 40}]}
+               for i in range(10)]
+    messages = [{"role": "user", "content": "search"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "search", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "ok", "search_results": results}]
+    model = "anthropic.claude-3-5-sonnet-20240620-v1:0"
+    sent = _bedrock_converse_messages_pt(messages=copy(messages), model=model, llm_provider="bedrock")
+    assert counted(f"bedrock/{model}", messages) >= tokens(sent[-1]["content"]) > 5_000
+
+
+@pytest.mark.parametrize("call_id", ["call_1", ["call_1"], {"id": "call_1"}, 7])
+def test_cohere_v1_repeats_a_call_for_results_whose_ids_are_equal_whatever_their_type(call_id):
+    args = json.dumps({"query": "Revenue grew in every region; APAC led with strong enterprise demand. " * 60})
+    messages = [{"role": "user", "content": "look it up"},
+                {"role": "assistant", "content": "Searching.", "tool_calls": [
+                    {"id": call_id, "type": "function", "function": {"name": "search", "arguments": args}}]}]
+    messages += [{"role": "tool", "tool_call_id": call_id, "content": f"result {i}"} for i in range(15)]
+    sent = litellm.AmazonInvokeConfig().transform_request(
+        model="cohere.command-r-plus-v1:0", messages=validate_and_fix_openai_messages(copy(messages)),
+        optional_params={}, litellm_params={}, headers={})
+    assert counted("bedrock/cohere.command-r-plus-v1:0", messages) >= \
+        tokens(sent["message"]) + tokens(sent["chat_history"]) > 10_000
+
+
+@pytest.mark.parametrize("part", [
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+    {"type": "file", "file": {"file_data": "data:text/plain;base64,aGk="}},
+])
+def test_gemini_s_system_instruction_takes_a_media_part_s_text(part):
+    text = "Always answer in the formal register and cite the policy section for every claim you make. " * 600
+    messages = [{"role": "system", "content": [{**part, "text": text}]}, {"role": "user", "content": "hello"}]
+    system, _ = _transform_system_message(True, copy(messages))
+    assert counted("gemini/gemini-2.5-flash", messages) >= tokens(system["parts"][0]["text"]) > 10_000
+
+
+def test_a_thinking_block_gemini_is_sent_as_media_is_priced_as_the_media():
+    """LiteLLM 1.103 sends Gemini a thinking block whose text is a JSON object as the part it spells (a PDF inline);
+    1.108 no longer sends the block: the count holds for both."""
+    import base64
+    import zlib
+
+    pages = b"\n".join(b"<< /Type /Page /Parent 2 0 R >>" for _ in range(100))
+    pdf = base64.b64encode(b"%PDF-1.5\n1 0 obj\n<< /Type /ObjStm /Filter /FlateDecode >>\nstream\n" +
+                           zlib.compress(pages) + b"\nendstream\n\n%%EOF").decode()
+    plain = [{"role": "user", "content": [{"type": "file", "file": {"file_data": f"data:application/pdf;base64,{pdf}"}}]}]
+    thinking = json.dumps({"inline_data": {"mime_type": "application/pdf", "data": pdf}})
+    messages = [{"role": "user", "content": "hi"},
+                {"role": "assistant", "content": "ok",
+                 "thinking_blocks": [{"type": "thinking", "thinking": thinking, "signature": "c2ln"}]},
+                {"role": "user", "content": "summarise the document"}]
+    sent = _gemini_convert_messages_with_history(messages=copy(messages), model="gemini-2.5-flash")
+    inline = [part for part in sent[1]["parts"] if "inline_data" in part]
+    model = "gemini/gemini-2.5-flash"
+    if inline:  # LiteLLM 1.103
+        assert counted(model, messages) >= counted(model, plain) > 20_000
+    assert counted(model, messages) >= counted(model, plain)
