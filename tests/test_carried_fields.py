@@ -125,3 +125,19 @@ def test_a_thinking_block_gemini_is_sent_as_media_is_priced_as_the_media():
     if inline:  # LiteLLM 1.103
         assert counted(model, messages) >= counted(model, plain) > 20_000
     assert counted(model, messages) >= counted(model, plain)
+
+
+def test_a_claude_answer_sent_back_as_is_is_counted_once():
+    """LiteLLM's Claude answers carry ``provider_specific_fields`` with a copy of their thinking blocks and citations;
+    a client that sends the message back as is must not have them counted twice (only the fields LiteLLM turns into
+    content count: the review of the eighth review's fix saw 9,220 tokens become 18,395, and a 12k window refuse)."""
+    blocks = [{"type": "thinking", "thinking": "Let me think this through carefully. " * 400, "signature": "c2ln"}]
+    answer = {"role": "assistant", "content": "Here is the plan.", "thinking_blocks": blocks}
+    echoed = {**answer, "provider_specific_fields": {"thinking_blocks": blocks, "citations": None,
+                                                     "context_management": {"applied_edits": []}}}
+    ask = {"role": "user", "content": "plan it"}
+    plain, sent_back = [ask, answer, ask], [ask, echoed, ask]
+    model = "anthropic/claude-sonnet-4-5"
+    assert counted(model, sent_back) == counted(model, plain)
+    assert anthropic_messages_pt(copy(sent_back), model="claude-sonnet-4-5", llm_provider="anthropic") == \
+        anthropic_messages_pt(copy(plain), model="claude-sonnet-4-5", llm_provider="anthropic")  # LiteLLM agrees

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import posixpath
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -148,11 +149,14 @@ def test_a_vertex_pass_through_model_is_read_as_litellm_reads_it_and_a_router_gr
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.sampled_from(["a", "models", ".", "..", "", "x?y", "z#w", "q.", ".r"]), max_size=8))
-def test_a_pass_through_path_is_read_as_httpx_sends_it(segments):
+def test_a_pass_through_path_is_read_as_litellm_sends_it(segments):
     """The proxy decodes ``%3F``, ``%23`` and ``%2E`` before routing; LiteLLM's upstream URL is cut at the first
-    ``?`` or ``#`` and its dot segments resolved (httpx): the route is read the same way."""
+    ``?`` or ``#`` (httpx) and joined to the provider's with ``posixpath.normpath``: the route is read the same way,
+    and so is the path decoded once more, as LiteLLM's handlers decode it (``httpx.URL(endpoint).path``)."""
     path = "/" + "/".join(segments)
-    assert route_guard.sent_path(path) == httpx.URL("http://h" + path).path
+    assert route_guard.sent_path(path) == "/" + posixpath.normpath(httpx.URL("http://h" + path).path).lstrip("/")
+    twice = path.replace("/", "%2F").replace(".", "%2E").replace("?", "%3F").replace("#", "%23")
+    assert route_guard.sent_path("/" + twice) == route_guard.sent_path("/" + path)
 
 
 def test_a_pass_through_url_names_the_model_it_reaches():
@@ -165,6 +169,9 @@ def test_a_pass_through_url_names_the_model_it_reaches():
                                      lambda name: True) == "vertex_ai/endpoints/123"  # no router lookup for those
     assert route_guard.endpoint_shape("v1/chat/completions#", {"messages": []}).name == "chat"
     assert route_guard.endpoint_shape("v1/chat/completions/.", {"messages": []}).name == "chat"
+    azure = "/azure/openai/deployments/gpt-35-turbo"
+    for twice in ("/chat/completions%2F.", "/chat/completions%2F%2E", "%2Fchat%2Fcompletions", "//chat/completions/"):
+        assert route_guard.model_in_path(route_guard.sent_path(azure + twice)) == "azure/gpt-35-turbo", twice
 
 
 @pytest.mark.parametrize(("route", "body_model", "expected"), [
@@ -192,7 +199,8 @@ def test_a_router_model_pass_through_in_an_unread_format_passes_only_where_nothi
         with pytest.raises(BudgetHookHTTPError) as caught:
             attempt(make_plugin(), pass_through_attempt(body, endpoint=endpoint))
         assert caught.value.error_code == "route_not_budgeted", endpoint
-    for endpoint in ("tokenize", "v1/models", "health", "v1beta/models/m:countTokens", "infer", "rerank"):
+    for endpoint in ("tokenize", "v1/models", "health", "v1beta/models/m:countTokens", "infer", "rerank",
+                     "v1/moderations", "v1/images/generations", "v1/audio/speech", "v1/files", "v1/load_lora_adapter"):
         assert attempt(make_plugin(), pass_through_attempt(body, endpoint=endpoint)) is None, endpoint
     assert attempt(make_plugin(unknown_routes="pass"), pass_through_attempt(body, endpoint="generate")) is None
 

@@ -92,12 +92,14 @@ def test_a_gemini_pass_through_is_budgeted_for_the_model_its_url_reaches(served,
     "/vllm/v1/chat/completions%23", "/vllm/v1/chat/completions/%2E",
     "/azure/openai/deployments/gpt-35-turbo/chat/completions%3F/deployments/gpt-4.1/chat/completions"
     "?api-version=2024-10-21",
+    # encoded twice: LiteLLM's handler decodes the path again and normalises it (the review of the fix)
+    "/azure/openai/deployments/gpt-35-turbo/chat/completions%252F.?api-version=2024-10-21",
 ])
 def test_an_encoded_mark_in_a_pass_through_path_hides_no_endpoint(served, path):
     proxy, upstream = served
-    marker = f"e2e-ptp-chat-{path[:8]}-{path[-6:]}"
+    marker = f"e2e-ptp-chat-{len(path)}-{path[-9:]}"
     body = {"messages": [{"role": "user", "content": "word " * 9000 + f"[{marker}]"}],
-            **({"model": "vllm-small"} if path.startswith("/vllm") else {})}
+            "model": "vllm-small" if path.startswith("/vllm") else "gpt-4.1"}
     response = post(proxy, path, body)
     assert response.status_code == 400 and "budget_hook blocked this request" in response.text, \
         (response.status_code, response.text[:300])

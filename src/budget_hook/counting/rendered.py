@@ -158,23 +158,22 @@ def _equal_as(value: Any) -> Any:
     return ("null",) if value is None else value  # a missing id is ``None``: equal to another missing one
 
 
-#: what of an assistant's ``provider_specific_fields`` is priced elsewhere (Gemini thought signatures, per character)
-_PRICED_FIELDS = frozenset({"thought_signature", "thought_signatures"})
+#: what of an assistant's ``provider_specific_fields`` LiteLLM turns into content (Claude's and Gemini's converters);
+#: the rest is not sent (a response's own copies of its thinking blocks and citations, which clients send back)
+CONTENT_FIELDS = ("compaction_blocks", "tool_results", "web_search_results", "server_side_tool_invocations")
 
 
 def carried_fields(message: Mapping[str, Any]) -> list[Any]:
-    """What LiteLLM turns into content from a message's other fields: every entry of ``provider_specific_fields``
-    but the thought signatures (Claude's ``compaction_blocks``, ``tool_results`` and ``web_search_results``, sent as
-    content blocks; Gemini's ``server_side_tool_invocations``, sent as ``toolCall``/``toolResponse`` parts), and a
-    tool result's ``search_results`` (Bedrock Converse sends them instead of its content). Counted as their JSON;
-    an attack review (2026-12-06): 32 tokens counted, 11,912 sent to Claude; 21 and 11,969 to Gemini; 60 and 7,201
-    to Bedrock."""
+    """What LiteLLM turns into content from a message's other fields: ``provider_specific_fields``' Claude
+    ``compaction_blocks``, ``tool_results`` and ``web_search_results`` (sent as content blocks) and Gemini
+    ``server_side_tool_invocations`` (sent as ``toolCall``/``toolResponse`` parts), and a tool result's
+    ``search_results`` (Bedrock Converse sends them instead of its content). Counted as their JSON; an attack review
+    (2026-12-06): 32 tokens counted, 11,912 sent to Claude; 21 and 11,969 to Gemini; 60 and 7,201 to Bedrock. (Its
+    other keys are not sent: a Claude answer's copy of its thinking blocks, sent back as is, is counted once.)"""
     found: list[Any] = []
     fields = message.get("provider_specific_fields")
     if isinstance(fields, Mapping):
-        found += [value for key, value in fields.items() if key not in _PRICED_FIELDS and value not in (None, "")]
-    elif fields is not None:
-        found.append(fields)
+        found += [fields[key] for key in CONTENT_FIELDS if fields.get(key) not in (None, "")]
     if message.get("search_results") not in (None, ""):
         found.append(message["search_results"])
     return found

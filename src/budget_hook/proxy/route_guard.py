@@ -7,8 +7,9 @@ cannot see:
 * **Where a request is.** ``install_path_context(app)`` puts one ASGI layer on top of the proxy's built
   middleware stack (the lazily-loaded feature routers included, which no route wrapper could reach at
   start-up): it keeps the request's route key (``/path``, ``WS /path``) in a context variable for the hooks.
-* **The path as sent.** The route key is the decoded path as httpx sends it on (``sent_path``: cut at an encoded
-  ``?`` or ``#``, dot segments resolved), and so is a router attempt's endpoint.
+* **The path as sent.** The route key is the decoded path as LiteLLM sends it on (``sent_path``: cut at an encoded
+  ``?`` or ``#``, decoded again while it holds an escape, normalised as LiteLLM joins it), and so is a router
+  attempt's endpoint.
 * **The model in the URL, and its window.** A pass-through body in a shape budget_hook reads: ``pass_through_model``
   names its model and where its window is looked up. The URL's model wins over a ``model`` in the body, which the
   provider ignores: Gemini's ``/gemini/.../models/{m}:generateContent`` is ``gemini/{m}``, Vertex AI's
@@ -38,11 +39,13 @@ cannot see:
 from __future__ import annotations
 
 import contextlib
+import posixpath
 import re
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from types import SimpleNamespace
 from typing import Any
+from urllib.parse import unquote
 
 from ..pipeline.bounds import operator_prompt_parameters
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, UNREAD_MODEL_CALL_TYPES, Shape
@@ -93,7 +96,11 @@ _ROUTE_PROVIDERS = (("/openai/", "openai/"), ("/openai_passthrough/", "openai/")
 #: ``inference/v1/generate``), and is refused under ``unknown_routes: block``
 NOT_GENERATING = frozenset({"tokenize", "detokenize", "models", "health", "ping", "version", "metrics", "load",
                             "count_tokens", "input_tokens", "countTokens", "infer", "rerank", "score", "pooling",
-                            "classify", "is_sleeping", "server_info", "get_model_info"})
+                            "classify", "is_sleeping", "server_info", "get_model_info", "load_lora_adapter",
+                            "unload_lora_adapter", "moderations", "files", "batches", "speech", "transcriptions",
+                            "translations", "generations", "edits", "variations"})
+#: times a pass-through path is decoded at most (``sent_path``): nesting past it is read as it stands
+DECODES = 4
 #: pass-through endpoints by the shape they carry (then the body must have that shape)
 _ENDPOINT_SHAPES = (
     (re.compile(r"chat/completions$"), "chat"), (re.compile(r"(^|/)completions$"), "completions"),
@@ -130,12 +137,30 @@ class _RouteContext:
 
 
 def sent_path(path: str) -> str:
-    """A percent-decoded path as it is sent on: cut at its first ``?`` or ``#`` and its dot segments resolved (as
-    httpx's ``normalize_path`` resolves them in the URL a pass-through builds from it). The proxy decodes a path
-    before routing, so ``%3F``, ``%23`` and ``/%2E`` arrive as a literal ``?``, ``#`` and ``/.``: a path read without
-    this named one model or endpoint to budget_hook and another to the provider (an attack review, 2026-12-06)."""
-    for mark in ("?", "#"):
-        path = path.split(mark, 1)[0]
+    """A percent-decoded path as it is sent on and read: cut at its first ``?`` or ``#``, decoded again while it holds
+    an escape (up to ``DECODES`` times, cut again each time), then normalised as LiteLLM's handlers join it to the
+    provider's URL (``posixpath.normpath``: dot segments resolved, repeated and trailing slashes dropped). The proxy
+    decodes a path before routing, so ``%3F``, ``%23`` and ``/%2E`` arrive as a literal ``?``, ``#`` and ``/.``, and
+    the handlers decode once more (``httpx.URL(endpoint).path``: ``%252F.`` is ``/.`` to them): a path read otherwise
+    named one model or endpoint to budget_hook and another to the provider (an attack review, 2026-12-06, and its
+    review)."""
+    for _ in range(DECODES):
+        path = _dots(path.split("?", 1)[0].split("#", 1)[0])
+        decoded = unquote(path)
+        if decoded == path:
+            break
+        path = decoded
+    path = _dots(path.split("?", 1)[0].split("#", 1)[0])
+    if not path:
+        return path
+    resolved = posixpath.normpath(path)
+    if resolved == ".":
+        return ""
+    return "/" + resolved.lstrip("/") if resolved.startswith("/") else resolved
+
+
+def _dots(path: str) -> str:
+    """Dot segments resolved as httpx's ``normalize_path`` resolves them."""
     if "." not in path:
         return path
     kept: list[str] = []
@@ -145,7 +170,7 @@ def sent_path(path: str) -> str:
                 kept.pop()
         elif segment != ".":
             kept.append(segment)
-    return "/".join(kept) or ("/" if path.startswith("/") else "")  # ``/.`` is ``/``
+    return "/".join(kept) or ("/" if path.startswith("/") else "")
 
 
 def install_path_context(app: Any) -> bool:
