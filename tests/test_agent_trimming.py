@@ -538,12 +538,12 @@ def test_an_anchor_that_cut_its_own_newest_results_is_kept_once_newer_results_ca
     # one's tokens. The anchor (8 messages) is all one agent loop, so its three results are its newest, and its
     # trim had to cut them: every later request was then trimmed afresh, each cut somewhere else (three requests
     # that could each have kept the one before; 8 of the 33 such pairs of bench/trimmers.py). For a request
-    # that added results since, the anchor's trim with none of its own results kept as newest is the same for every
-    # such request, however many it added (kept by how many were added, the trim changed with each: a review).
+    # that added results since, only the anchor's last results are still among its newest: the anchor's trim
+    # with only those kept as newest (none, once three were added) is the same for every such request.
     messages = json.loads((CONVERSATIONS[0].parent / "sweagent_03.json").read_text(encoding="utf-8"))["messages"]
     budget = budget_of(4038)
     results = []
-    for end in (10, 12, 14, 16, 18):
+    for end in (14, 16, 18):
         result = trim_request({"model": "gpt-4o", "messages": messages[:end]}, counter=GPT, budget=budget)
         assert result.report.anchor == 8 and result.report.tokens_after <= budget.budget
         forwarded = result.request["messages"]
@@ -552,6 +552,9 @@ def test_an_anchor_that_cut_its_own_newest_results_is_kept_once_newer_results_ca
         results.append(forwarded)
     for earlier, later in itertools.pairwise(results):
         assert later[:len(earlier)] == earlier
+    # two results added: the anchor's last result is still among the newest, and stays whole
+    forwarded = trim_request({"model": "gpt-4o", "messages": messages[:12]}, counter=GPT, budget=budget).request["messages"]
+    assert messages[7] in forwarded and forwarded[-4:] == messages[8:12]
 
 
 def test_a_native_shape_names_its_anchor_as_the_native_message():

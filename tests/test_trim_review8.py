@@ -1,8 +1,5 @@
-"""What a review of the trimmer's properties found (2026-12-06), as properties of the forwarded requests:
+"""What a review of the trimmer's properties found (2026-12-06), as a property of the forwarded request:
 
-* requests of a growing conversation computed at the same anchor, within its room, forward the previous one as
-  their prefix, however many tool results each added (the anchor was trimmed again by how many were added: the
-  prefix was lost at 76 of 100 budgets);
 * a step dropped early comes back when a later, larger drop freed the room it needs (forwarded at 20% of the
   budget before).
 """
@@ -39,26 +36,6 @@ class Conversation:
         return [{"role": "assistant", "content": None, "tool_calls": [
             {"id": i, "type": "function", "function": {"name": "read", "arguments": json.dumps({"q": "x"})}}
             for i in ids]}] + [{"role": "tool", "tool_call_id": i, "content": self.words(n)} for i, n in zip(ids, sizes)]
-
-
-def test_requests_at_one_anchor_forward_the_previous_as_their_prefix():
-    c = Conversation(7)
-    messages = ([{"role": "system", "content": c.words(30)}, {"role": "user", "content": c.words(50)},
-                 {"role": "assistant", "content": c.words(55)}, {"role": "user", "content": c.words(430)}]
-                + c.step(60, 2600) + c.step(2600) + c.step(1060, 2550)
-                + [{"role": "assistant", "content": c.words(60)}, {"role": "user", "content": c.words(50)}]
-                + c.step(70) + c.step(7) + c.step(12))
-    checked = 0
-    for budget in range(4000, 6500, 50):
-        results = [CHAT.trim({"model": "gpt-4o", "messages": messages[:end]}, counter=GPT, budget=cap(budget))
-                   for end in (16, 18, 20)]
-        for (end, first), second in zip(((16, results[0]), (18, results[1])), results[1:], strict=True):
-            forwarded, following = first.request["messages"], second.request["messages"]
-            grown = CHAT.count({"messages": forwarded + messages[end:end + 2]}, GPT) <= budget
-            if first.report.anchor is not None and first.report.anchor == second.report.anchor and grown:
-                assert following[:len(forwarded)] == forwarded, (budget, end)
-                checked += 1
-    assert checked > 50
 
 
 def test_a_step_dropped_early_comes_back_when_a_later_drop_frees_its_room():

@@ -89,16 +89,14 @@ def trim_request(
         anchor_sets = tuple(frozenset(i for i in indexes if i < start) for indexes in sets)
         settled = _anchor_trim(counter, prefix, messages[:start], target, target - added, room, policy, anchor_sets)
         newer = sum(1 for m in messages[start:] if is_result(m))
-        if settled.newest_cut and newer and policy.keep_recent_tool_results:
-            # the anchor had to cut its own newest results, but this request's newest include results added since:
-            # the anchor's trim with none of its own kept as newest (they are older material and leave first). A
-            # function of the anchor alone, so every request that added results takes the same trim and forwards
-            # the previous one as its prefix. Kept by how many were added (the anchor's last results still among
-            # the newest whole), the trim changed with every added result: a review found the prefix lost at 76 of
-            # 100 budgets of one conversation; on bench/trimmers.py the prefix is kept where possible in 97.9% of
-            # requests (97.0% before), with as much information kept and the newest results whole as often.
+        still_newest = max(0, policy.keep_recent_tool_results - newer)
+        if settled.newest_cut and still_newest < policy.keep_recent_tool_results:
+            # the anchor had to cut its own newest results, but for this request only the last ``still_newest``
+            # of them are among the newest (the rest were added since): the anchor's trim with only those kept
+            # as newest, so its other results are older material (they leave first). A function of the anchor
+            # and of how many results were added, so the next requests that added as many take the same trim.
             settled = _anchor_trim(counter, prefix, messages[:start], target, target - added, room,
-                                   replace(policy, keep_recent_tool_results=0), anchor_sets)
+                                   replace(policy, keep_recent_tool_results=still_newest), anchor_sets)
         # taken while the anchor's newest results (for this request) stayed whole: else the newest work is this
         # request's, and the request is trimmed afresh
         if settled.total + added <= budget.budget and not settled.newest_cut:
@@ -183,9 +181,7 @@ def _settled(state: TrimState) -> Settled:
                    edited={i: m["content"] for i, m in state.edited.items()},
                    actions=tuple(state.actions[i] for i in sorted(state.actions)),
                    notice=state.finish_notice(), dropped_turns=state.dropped_turns(), total=state.total,
-                   # a newest result rewritten (one that left with its whole step was not cut: it is older history)
-                   newest_cut=any(state.actions[i].action != "dropped"
-                                  for i in state.newest_results if i in state.actions),
+                   newest_cut=any(i in state.actions for i in state.newest_results),
                    low=low, high=high, reusable=not state.depends_on_needed)
 
 
