@@ -259,7 +259,7 @@ def hostile_body(rng: random.Random) -> tuple[str, dict]:
     """One random hostile body and a description of it."""
     size = rng.choice((1 << 10, 16 << 10, 128 << 10, 512 << 10, 1 << 20))
     kind = rng.choice(("pdf", "pdf", "pdf", "deep", "regex_text", "model", "model", "parts", "jpeg", "data_url",
-                       "messages", "anthropic_pdf"))
+                       "messages", "anthropic_pdf", "type_list", "refs"))
     if kind in ("pdf", "anthropic_pdf"):
         pattern = rng.choice((b"/Type/Page ", b"/Count 1 ", b"<</Type/Pages/Count 7>>", b"/Type/Pages>>", b"stream\n",
                               b"/T#79pe /P#61ge ", b"/Type" + b" " * 64 + b"/Page", b">>", b"#61#62", b"\x00" * 8))
@@ -281,6 +281,20 @@ def hostile_body(rng: random.Random) -> tuple[str, dict]:
         tools = [{"type": "function", "function": {"name": f"t{i}", "parameters": {"type": "object", "properties": {"x": schema}}}}
                  for i in range(max(1, size // (40 * depth)))]
         return f"{len(tools)} tool schemas nested {depth} deep", {**chat("hi"), "tools": tools}
+    if kind == "type_list":  # a type listed twice at every level (the ninth attack review: 2^depth renderings)
+        depth = rng.randint(10, 40)
+        schema = json.loads('{"type": ["object", "object"], "properties": {"a": ' * depth + '{"type": "string"}'
+                            + "}}" * depth)
+        return f"a repeated type list nested {depth} deep", {**chat("hi"), "tools": [
+            {"type": "function", "function": {"name": "t", "parameters": {"type": "object", "properties": {"x": schema}}}}]}
+    if kind == "refs":  # references fanning out to a wide definition (the ninth attack review: 55-118 ms)
+        fan, width = rng.choice((10, 30, 60)), rng.choice((40, 320, 2000))
+        leaf = {"$ref": "#/$defs/D0", **{f"k{i}": {"type": "string"} for i in range(width)}}
+        defs = {"D0": {"properties": {f"q{i}": {"$ref": "#/$defs/Mid"} for i in range(fan)}},
+                "Mid": {"properties": {f"p{i}": {"$ref": "#/$defs/Leaf"} for i in range(fan)}}, "Leaf": leaf}
+        schema = {"type": "object", "properties": {"x": {"$ref": "#/$defs/D0"}}, "$defs": defs}
+        return f"references fanning out {fan} x {fan} to a {width}-entry definition", {**chat("hi"), "tools": [
+            {"type": "function", "function": {"name": "t", "parameters": schema}}]}
     if kind == "regex_text":
         unit = rng.choice(("1", " ", "a", "\n", "-v1", "prompt is too long: ", "/Type ", "The ", "\u0663", "🙂", "ok "))
         return f"text of {unit!r} repeated, {size >> 10} KiB", chat(unit * (size // len(unit)))

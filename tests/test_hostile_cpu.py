@@ -220,6 +220,78 @@ def test_truncating_an_embedding_input_counts_it_a_bounded_number_of_times(model
             assert result.truncated == (0,) and limit * 0.95 <= result.tokens[0] <= limit
 
 
+def repeated_types(depth: int, kinds: list) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(depth):  # parsed from JSON: no object is shared, each level holds its own
+        schema = json.loads(json.dumps({"type": list(kinds), "properties": {"a": schema}}))
+    return schema
+
+
+@pytest.mark.parametrize("kinds", [["object", "object"], ["object", "null", "object", "object"],
+                                   [["object"], {"x": 1}, "object", "object"]])
+def test_a_type_listed_twice_renders_its_schema_once(kinds):
+    """``{"type": ["object", "object"], "properties": {...}}`` nested 20 deep rendered the properties 2^20 times: an
+    attack review held the event loop 12 s (1 GB) with a 1,258-byte body. The rendering now grows with the schema."""
+    from budget_hook.counting import tools
+
+    schema = repeated_types(30, kinds)
+    text = tools.render_functions([{"name": "f", "parameters": {"type": "object", "properties": {"p": schema}}}])
+    assert len(text) <= 100 * 30 ** 2  # each level's items and properties once (indented by its depth)
+    assert tools._render_type({"type": ["object", "null"], "properties": {"a": {"type": "string"}}}, 0) == \
+        "{\n  a?: string,\n} | null"  # distinct types rendered as before
+
+
+class CountingDict(dict):
+    """A dict that counts the entries a walk reads from it."""
+
+    read = 0
+
+    def values(self):
+        CountingDict.read += len(self)
+        return super().values()
+
+    def items(self):
+        CountingDict.read += len(self)
+        return super().items()
+
+
+def test_inlining_references_reads_a_bounded_number_of_entries():
+    """The walk that adds what ``$ref`` inlining adds counted objects, not the entries it read: 3,000 objects of 320
+    entries each, 55-118 ms of the event loop from a 5.6 KB body. Objects and entries now share one bound."""
+    from budget_hook.counting import tools
+
+    wide = CountingDict({f"k{i}": CountingDict({"type": "string"}) for i in range(320)}, **{"$ref": "#/$defs/D0"})
+    middle = CountingDict(properties=CountingDict({f"p{i}": CountingDict({"$ref": "#/$defs/Leaf"}) for i in range(30)}))
+    top = CountingDict(properties=CountingDict({f"q{i}": CountingDict({"$ref": "#/$defs/Mid"}) for i in range(30)}))
+    schema = CountingDict(type="object", properties=CountingDict(x=CountingDict({"$ref": "#/$defs/D0"})),
+                          **{"$defs": CountingDict(D0=top, Mid=middle, Leaf=wide)})
+    CountingDict.read = 0
+    assert tools.inlined_tokens(schema, len) == tools.INLINED_CAP
+    assert CountingDict.read <= 2 * tools.MAX_STEPS
+
+
+def test_one_call_repeated_with_each_of_its_results_is_tokenized_once(monkeypatch):
+    """Cohere v1 sends a tool call again with each of its results: a 25 KB call with 60 results was tokenized 60 times
+    (86 ms of the event loop; minutes of a pool thread for a 1 MB body). It is counted once, times its results."""
+    from budget_hook.counting import counter as module
+
+    arguments = json.dumps({"code": "x = 1\n" * 5000})
+    messages = [{"role": "user", "content": "run it"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c", "type": "function", "function": {"name": "run", "arguments": arguments}}]},
+                *({"role": "tool", "tool_call_id": "c", "content": "r"} for _ in range(60))]
+    cohere = TokenCounter.for_model("cohere_chat/v1/command-r")
+    assert cohere.profile.results_carry_call
+    seen: list[int] = []
+    original = module.TokenCounter._count_text
+    monkeypatch.setattr(module.TokenCounter, "_count_text", lambda self, text: seen.append(len(text)) or
+                        original(self, text))
+    total = cohere.count_request({"model": "m", "messages": messages}).total
+    assert sum(size for size in seen if size >= len(arguments)) <= 3 * len(arguments)
+    one_fewer = cohere.count_request({"model": "m", "messages": messages[:-1]}).total
+    assert total - one_fewer >= 5000  # still counted once for each result
+
+
 @pytest.mark.parametrize("model", ["gpt-4o", "claude-sonnet-4-5", "mistral/mistral-small", "ollama/llama3"])
 def test_a_million_spaces_are_counted_not_a_crash(model):
     """tiktoken's o200k_base and Llama 3 panicked on them (a bare 500 through the proxy), Tekken raised."""

@@ -14,11 +14,14 @@ from __future__ import annotations
 import asyncio
 from types import SimpleNamespace
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from budget_hook.learning import (
     ANONYMOUS,
+    IDLE_TEACHER_SECONDS,
+    MAX_TEACHERS,
     CorrectionBook,
     LearningSettings,
     ServedFloor,
@@ -35,8 +38,8 @@ OPENAI_OVERFLOW = ("This model's maximum context length is {w} tokens. However, 
 
 
 def record(**fields):
-    values = dict(action="pass", learnable=True, estimate_forwarded=5000, attempts=(), teacher="key:a",
-                  quotes_overflow=False, metrics_group="open", routed_by_client=False)
+    values = dict(action="pass", learnable=True, proves_window=True, estimate_forwarded=5000, attempts=(),
+                  teacher="key:a", quotes_overflow=False, metrics_group="open", routed_by_client=False)
     return SimpleNamespace(**{**values, **fields})
 
 
@@ -139,6 +142,63 @@ def test_a_success_teaches_the_served_floor_even_when_it_teaches_no_ratio():
     kwargs = {"litellm_params": {"model_info": {"id": "dep"}}, "call_type": "acompletion"}
     asyncio.run(learn_from_usage(shared, kwargs, record(learnable=False), 7000))
     assert shared.served.floor("dep") == 7000 and shared.corrections.samples("dep") == []
+
+
+def test_a_cached_answer_teaches_nothing():
+    """LiteLLM logs a cache hit as a success of the deployment the router picked, with the bill of the one that
+    served it first (``caching_groups`` share answers across groups): no floor, no ratio."""
+    shared = learning()
+    kwargs = {"litellm_params": {"model_info": {"id": "dep"}}, "call_type": "acompletion", "cache_hit": True}
+    assert asyncio.run(learn_from_usage(shared, kwargs, record(), 7000)) is None
+    assert shared.served.floor("dep") == 0 and shared.corrections.samples("dep") == []
+
+
+@pytest.mark.parametrize(("shape", "body", "proves"), [
+    ("chat", {"model": "g", "messages": [{"role": "user", "content": "hi"}]}, True),
+    ("embeddings", {"model": "g", "input": "one input"}, True),
+    # billed as the inputs' sum: an attack review raised a 1,500-token deployment's floor to 8,000 so
+    ("embeddings", {"model": "g", "input": ["one input", "another input"]}, False),
+    # the usage is the client's own words (keys LiteLLM lets send a mocked answer)
+    ("chat", {"model": "g", "messages": [{"role": "user", "content": "hi"}], "mock_response": {"usage": {}}}, False),
+    ("chat", {"model": "g", "messages": [{"role": "user", "content": "hi"}], "extra_body": {"mock_response": "x"}},
+     False),
+])
+def test_only_one_prompt_a_provider_served_proves_a_window(shape, body, proves):
+    from budget_hook.budget import ModelLimits
+    from budget_hook.pipeline import BudgetRequest, DecisionRecord, decide
+    from budget_hook.policy import load_settings
+    from budget_hook.shapes import SHAPES
+
+    request = BudgetRequest(SHAPES.get(shape), body, "g", ModelLimits(8000, "test", "openai/gpt-4o"))
+    built = DecisionRecord.build(decide(request, load_settings({})), request)
+    assert built.proves_window is proves
+    shared = learning()
+    kwargs = {"litellm_params": {"model_info": {"id": "dep"}}, "call_type": "acompletion"}
+    asyncio.run(learn_from_usage(shared, kwargs, built, 7000))
+    assert shared.served.floor("dep") == (7000 if proves else 0)
+
+
+def test_teachers_with_a_factor_of_their_own_are_not_pushed_out_by_keys_that_taught_a_ratio_or_two():
+    """At most ``MAX_TEACHERS`` teachers per deployment. The one that leaves is the least recent without a factor of
+    its own (fewer than ``min_samples`` ratios), else the least recent idle a day, else the newcomer (an attack
+    review: sixteen keys took a tenant's factor from 1.30 to 1.0 by pushing its ratios out, and its 13,500-token
+    estimate was billed 17,550 in a 16,000 window)."""
+    now = [1000.0]
+    book = CorrectionBook(LearningSettings(min_samples=5), clock=lambda: now[0])
+    for _ in range(5):
+        book.add_ratio("dep", 1.3, "key:victim")
+    for index in range(3 * MAX_TEACHERS):
+        book.add_ratio("dep", 1.0, f"key:sybil{index}")
+    assert book.teachers("dep")["key:victim"] == 5 and len(book.teachers("dep")) == MAX_TEACHERS
+    assert book.factor("dep", "key:victim") == 1.3
+    for index in range(MAX_TEACHERS):
+        for _ in range(5):
+            book.add_ratio("dep", 1.0, f"key:other{index}")
+    # every teacher kept has a factor of its own and taught today: the newcomer is not kept (it gets the consensus)
+    assert "key:victim" in book.teachers("dep") and f"key:other{MAX_TEACHERS - 1}" not in book.teachers("dep")
+    now[0] += IDLE_TEACHER_SECONDS + 1  # a day later, the least recent idle teacher makes room
+    book.add_ratio("dep", 1.1, "key:next")
+    assert "key:victim" not in book.teachers("dep") and "key:next" in book.teachers("dep")
 
 
 def test_an_error_about_another_prompt_teaches_nothing():

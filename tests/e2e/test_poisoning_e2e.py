@@ -27,7 +27,8 @@ import pytest
 import redis
 
 from budget_hook.counting import TokenCounter
-from budget_hook.proxy.shared import _teachers
+from budget_hook.learning import IDLE_TEACHER_SECONDS, MAX_TEACHERS
+from budget_hook.proxy.shared import _PUSH_RATIO, _teachers
 
 from .conftest import write_config
 from .harness import Process, decision_records, start_fake_provider, start_proxy, upstream_payloads
@@ -300,6 +301,32 @@ def test_every_ratio_is_attributed_to_the_key_that_taught_it(servers):
     response, _ = send(servers["second"], "/chat/completions", chat_body("heavy", 1000, "heavy-again"),
                        key="sk-attacker")
     assert "learned x1.3" in response.headers["x-budget-count-method"]
+
+
+def test_in_redis_a_teacher_with_a_factor_of_its_own_is_not_pushed_out_by_keys_that_taught_a_ratio_or_two(servers):
+    """The shared ratios keep at most ``MAX_TEACHERS`` teachers a deployment; Redis's script drops the least recent
+    of those with fewer than ``min_samples`` ratios, else the least recent idle a day, else the newcomer, as the
+    in-process book does (an attack review: sixteen keys pushed a tenant's 1.30 out, and its factor became 1.0)."""
+    client, key = servers["redis"], f"budget_hook:v1:teacher_ratios:sybil-{uuid.uuid4().hex[:6]}"
+
+    def push(teacher: str, ratio: float, at: int) -> None:  # the arguments ``SharedLearning.learn_ratio`` passes
+        client.eval(_PUSH_RATIO, 1, key, teacher, repr(ratio), "50", str(MAX_TEACHERS), "600", str(at), "3",
+                    str(IDLE_TEACHER_SECONDS))
+
+    for at in range(3):
+        push("key:victim", 1.3, at)
+    for index in range(3 * MAX_TEACHERS):
+        push(f"key:sybil{index}", 1.0, 100 + index)
+    teachers = _teachers(client.hgetall(key))
+    assert teachers["key:victim"] == [1.3, 1.3, 1.3] and len(teachers) == MAX_TEACHERS
+    for index in range(MAX_TEACHERS):
+        for _ in range(3):
+            push(f"key:other{index}", 1.0, 1000 + index)
+    teachers = _teachers(client.hgetall(key))
+    assert "key:victim" in teachers and f"key:other{MAX_TEACHERS - 1}" not in teachers
+    push("key:next", 1.1, 3 + IDLE_TEACHER_SECONDS)  # a day after the victim last taught: the idle one makes room
+    teachers = _teachers(client.hgetall(key))
+    assert "key:victim" not in teachers and "key:next" in teachers
 
 
 # --- 4. policy follows the group an alias routes to ----------------------------------------------------------

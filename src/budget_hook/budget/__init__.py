@@ -12,10 +12,11 @@ from .compute import (
     compute_budget,
     requested_output_tokens,
     safety_margin,
+    thinking_output_tokens,
     with_output_tokens,
 )
 from .windows import ModelLimits, lookup_max_input_tokens
 
 __all__ = ["OUTPUT_TOKEN_FIELDS", "Budget", "BudgetCheck", "BudgetPolicy", "ModelLimits", "compute_budget",
            "lookup_max_input_tokens", "requested_output_tokens", "safety_margin",
-           "with_output_tokens"]
+           "thinking_output_tokens", "with_output_tokens"]

@@ -121,6 +121,34 @@ def with_output_tokens(request: Mapping[str, Any], fields: tuple[str, ...], valu
     return result
 
 
+#: the thinking budget LiteLLM gives Claude for each ``reasoning_effort``
+#: (``DEFAULT_REASONING_EFFORT_*_THINKING_BUDGET``; the Responses API's ``reasoning.effort`` reaches it so)
+EFFORT_THINKING_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 2048, "high": 4096, "xhigh": 8192, "max": 16384}
+#: what LiteLLM adds to a thinking budget as Claude's allowance when a request sets none (``DEFAULT_MAX_TOKENS``)
+THINKING_ANSWER_TOKENS = 4096
+
+
+def thinking_output_tokens(request: Mapping[str, Any]) -> int | None:
+    """The allowance LiteLLM sends Claude for a request that sets none but asks for thinking: the thinking budget
+    (``thinking.budget_tokens``, or a ``reasoning_effort`` / ``reasoning.effort``'s, LiteLLM's default budgets)
+    plus 4,096 (``update_optional_params_with_thinking_tokens``: Anthropic, Bedrock, Vertex AI, Databricks). None: no
+    budget read. An attack review (2026-12-06): a budget of 30,000 sent 34,096 where 8,192 was reserved."""
+    budgets = []
+    for _, source in with_extra_body(request):
+        thinking = source.get("thinking")
+        if isinstance(thinking, Mapping) and thinking.get("type") in (None, "enabled", "adaptive"):
+            # adaptive thinking on a model without it is sent as the medium effort's budget (LiteLLM 1.108)
+            budget = _tokens(thinking.get("budget_tokens")) or (EFFORT_THINKING_BUDGETS["medium"]
+                                                               if thinking.get("type") == "adaptive" else 0)
+            if budget:
+                budgets.append(budget)
+        for effort in (source.get("reasoning_effort"), source.get("reasoning")):
+            effort = effort.get("effort") if isinstance(effort, Mapping) else effort  # {"effort": "max"} as well
+            if isinstance(effort, str) and effort in EFFORT_THINKING_BUDGETS:
+                budgets.append(EFFORT_THINKING_BUDGETS[effort])
+    return min(MAX_OUTPUT_TOKENS, max(budgets) + THINKING_ANSWER_TOKENS) if budgets else None
+
+
 def _set_field(source: Mapping[str, Any], names: list[str], value: int) -> dict[str, Any]:
     head, *rest = names
     return {**source, head: _set_field(source[head], rest, value) if rest else value}

@@ -16,13 +16,16 @@ decision; ``with_learned_window`` applies a window an overflow error named.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..counting import resolve_tokenizer
 from ..counting.profiles import MAX_MODEL_NAME_CHARS
+from ..errors import MalformedRequestError
 from ..providers import PROVIDERS, WindowQuirks, anthropic, provider
+from .compute import OUTPUT_TOKEN_FIELDS, output_tokens, thinking_output_tokens
 from .windows import (
     ModelLimits,
     lookup_max_input_tokens,
@@ -162,8 +165,9 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
               infos: Sequence[Mapping[str, Any]] | None = None,
               model_list: Any = None) -> ModelLimits:
     """Minimum window over ``deployments`` of ``group``; with none, the model map for the name; else unknown.
-    ``infos[i]``: what the router knows of ``deployments[i]`` (``max_input_tokens``, ``max_output_tokens``;
-    ``{}`` when it knows nothing, no ``infos`` offline)."""
+    ``infos[i]``: what the router knows of ``deployments[i]`` (``max_input_tokens``, ``max_output_tokens``; the
+    ``shared_output`` LiteLLM reads for its model, the router's ``default_params``; ``{}`` when it knows nothing,
+    no ``infos`` offline)."""
     windows: list[tuple[int, str]] = []
     notes: list[str] = []
     ids: list[str] = []
@@ -180,10 +184,18 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
         info = (infos[position] if infos is not None and position < len(infos) else None) or {}
         window = info.get("max_input_tokens") or None
         quirks = _fills_max_tokens(backend, base_model)
+        # what the deployment sends when the request sets none (the router's defaults under its own parameters, merged
+        # into the call): an allowance of its own, whatever the provider; a thinking budget, the budget and 4,096
+        sent = {**(info.get("default_params") or {}), **params} if isinstance(params, Mapping) else {}
+        own = max(_own_allowance(sent) or 0, thinking_output_tokens(sent) or 0 if quirks is not None else 0)
         if quirks is not None:
-            output = info.get("max_output_tokens") or info.get("max_tokens")
-            filled.append(output if isinstance(output, int) and output > 0 else
-                          _filled_output(base_model or backend, quirks))
+            # LiteLLM reads Claude's from its live model map, where every deployment of the model shares one entry
+            # (the last registered writes it: a deployment's 2,000 reserved, another's 64,000 sent; ``shared_output``)
+            known = max(_positive(info.get("max_output_tokens") or info.get("max_tokens")),
+                        _positive(info.get("shared_output")))
+            filled.append(max(own, known or _filled_output(base_model or backend, quirks)))
+        elif own:
+            filled.append(own)
         if not window and isinstance(model_info.get("max_input_tokens"), int):
             window = model_info["max_input_tokens"]
         if not window:
@@ -229,6 +241,19 @@ def routed_groups(group: str, deployments: Sequence[Mapping[str, Any]], model_li
         if isinstance(info, dict) and info.get("id") in ids and isinstance(entry.get("model_name"), str):
             names.add(entry["model_name"])
     return tuple(sorted(names - {group}))
+
+
+def _positive(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _own_allowance(params: Mapping[str, Any]) -> int | None:
+    """The output allowance a deployment's parameters send when a request sets none (the largest)."""
+    values = []
+    for name in OUTPUT_TOKEN_FIELDS:
+        with contextlib.suppress(MalformedRequestError):
+            values.append(output_tokens(params.get(name), name) or 0)
+    return max(values, default=0) or None
 
 
 def _fills_max_tokens(backend: str, base_model: str | None) -> WindowQuirks | None:

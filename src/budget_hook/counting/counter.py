@@ -7,11 +7,10 @@ Contract:
   ``overhead_tokens + tools_tokens + sum(per_message)``. Each message is tokenized exactly once; the
   trimmer reuses ``per_message`` and re-counts only messages it rewrites, so a trimmed request's total
   equals a fresh count of it.
-* OpenAI models are counted exactly: the cookbook chat format (3 tokens per message, +1 per ``name``,
-  3 to prime the reply; the 0301 snapshot's 4/-1), tools and legacy ``functions`` rendered the way
-  OpenAI renders them into the prompt (a TypeScript-like ``namespace functions``), ``tool_choice`` /
-  ``function_call``, assistant ``tool_calls``, JSON-schema response formats, and images by OpenAI's
-  tile or patch formula.
+* OpenAI models are counted exactly: the cookbook chat format (3 tokens per message, +1 per ``name``, 3 to prime the
+  reply; the 0301 snapshot's 4/-1), tools and legacy ``functions`` rendered the way OpenAI renders them into the
+  prompt (a TypeScript-like ``namespace functions``), ``tool_choice`` / ``function_call``, assistant ``tool_calls``,
+  JSON-schema response formats, and images by OpenAI's tile or patch formula.
 * Other families are estimated: text tokens times the profile's safety factor, plus the family's
   framing constants (see ``profiles.TokenizerProfile``).
 * Text is tokenized with ``encode_ordinary``: user text such as ``<|endoftext|>`` is just text. Structural
@@ -24,6 +23,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -162,7 +162,7 @@ class TokenCounter:
         rendered = prompt_fields_text(request)  # forwarded into the prompt: a top-level system, Cohere's documents...
         prompt, times = function_prompt(request, messages) if self.profile.tools_as_text else ("", 0)
         repeated = repeated_answers(messages) if self.profile.results_carry_call else []  # Cohere v1: calls again
-        overhead += self._scaled(sum(map(self.count_text, repeated)))
+        overhead += self._scaled(sum(self.count_text(text) * n for text, n in Counter(repeated).items()))  # each once
         prompt_tokens = COUNT_CACHE.computed(hash((self._profile_id, "text", prompt)),  # the tools, repeated
                                              lambda: self.count_text(prompt)) if times else 0
         overhead += self._scaled(sum(map(self.count_text, rendered)) + times * prompt_tokens) + \

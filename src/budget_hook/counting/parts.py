@@ -298,6 +298,10 @@ def gemini_part(part: Mapping[str, Any]) -> dict[str, Any]:
     return {"type": "text", "text": canonical_json(part)}
 
 
+#: the media keys of a Gemini part a JSON thinking text may spell (``thought_parts``)
+_THOUGHT_MEDIA = ("inlineData", "inline_data", "fileData", "file_data")
+
+
 def thought_parts(blocks: Any, family: str) -> list[dict[str, Any]]:
     """The media parts LiteLLM 1.103 sends Gemini (``family``) for an assistant's thinking blocks whose text is a JSON
     object (``PartType(thoughtSignature=..., **json.loads(thinking))``: inline media, a file reference), as chat
@@ -308,7 +312,6 @@ def thought_parts(blocks: Any, family: str) -> list[dict[str, Any]]:
         if isinstance(text, str) and block.get("signature") is not None and text.lstrip().startswith("{"):
             with contextlib.suppress(ValueError, RecursionError):
                 value = json.loads(text)
-                media_keys = ("inlineData", "inline_data", "fileData", "file_data")
-                if isinstance(value, Mapping) and any(isinstance(value.get(key), Mapping) for key in media_keys):
-                    found.append(gemini_part({key: value[key] for key in media_keys if key in value}))
+                if isinstance(value, Mapping) and any(isinstance(value.get(key), Mapping) for key in _THOUGHT_MEDIA):
+                    found.append(gemini_part({key: value[key] for key in _THOUGHT_MEDIA if key in value}))
     return found

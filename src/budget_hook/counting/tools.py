@@ -87,8 +87,10 @@ def _render_type(prop: Mapping[str, Any], indent: int) -> str:
         return json.dumps(prop["const"], ensure_ascii=False)
     kind = prop.get("type")
     enum = prop.get("enum")
-    if isinstance(kind, list):  # ["string", "null"]
-        return " | ".join(_render_type({**prop, "type": k}, indent) for k in kind)
+    if isinstance(kind, list):  # ["string", "null"]; each type once (["object", "object"] nested 20 deep would render
+        # the properties 2^20 times: an attack review held the event loop 12 s with a 1,258-byte body)
+        kinds = dict.fromkeys(k if isinstance(k, str) else None for k in kind)
+        return " | ".join(_render_type({**prop, "type": k}, indent) for k in kinds)
     if kind == "string":
         return " | ".join(f'"{v}"' for v in enum) if isinstance(enum, list) else "string"
     if kind in ("number", "integer"):
@@ -150,9 +152,11 @@ def tool_json(function: Mapping[str, Any], style: str = "compact") -> str:
 #: included), except a name already being inlined on that path (a cycle stops there)
 _SCOPES = ("$defs", "definitions")
 #: an inlined count past this is over any window (2^40 tokens); so is a schema whose copies hold more than
-#: ``MAX_STEPS`` objects, or whose references nest deeper than ``MAX_CHAIN``: no real schema comes near either
+#: ``MAX_STEPS`` objects and entries (each object and list, each of its entries, each definition a scope copies: the
+#: walk's work; an attack review found 3,000 objects of 320 entries each, 55-118 ms), or whose references nest
+#: deeper than ``MAX_CHAIN``: no real schema comes near either
 INLINED_CAP = 1 << 40
-MAX_STEPS = 3_000
+MAX_STEPS = 30_000
 MAX_CHAIN = 64
 Scope = tuple[Mapping[str, Any], "Scope | None"] | None
 
@@ -209,7 +213,7 @@ def inlined_tokens(schema: Any, count: Callable[[str], int]) -> int:
     while stack:
         node, scope, chain = stack.pop()
         if chain:  # inside a copy: the work that grows with the inlining
-            steps += 1
+            steps += 1 + len(node)
             if steps > MAX_STEPS or total > INLINED_CAP:
                 return INLINED_CAP
         if isinstance(node, list):
@@ -228,6 +232,7 @@ def inlined_tokens(schema: Any, count: Callable[[str], int]) -> int:
                         stack.append((target, (inner, scope) if inner else scope, chain | {name}))
                 continue
             inner = _local(node)
+            steps += len(inner) if chain else 0
             below: Scope = (inner, scope) if inner else scope
             stack.extend((value, below, chain) for value in node.values() if isinstance(value, (Mapping, list)))
     return min(INLINED_CAP, max(0, total - written))

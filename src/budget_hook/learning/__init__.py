@@ -8,9 +8,10 @@
   when a provider count could change the decision (``needs_provider_count``).
 """
 
-from .calibration import Calibration, CountBand, count_band, learnable, needs_provider_count
+from .calibration import Calibration, CountBand, count_band, learnable, mocked, needs_provider_count
 from .corrections import (
     ANONYMOUS,
+    IDLE_TEACHER_SECONDS,
     MAX_TEACHERS,
     Correction,
     CorrectionBook,
@@ -25,6 +26,7 @@ from .overflow import Overflow, parse_overflow, quotes_overflow
 
 __all__ = [
     "ANONYMOUS",
+    "IDLE_TEACHER_SECONDS",
     "MAX_TEACHERS",
     "Calibration",
     "Correction",
@@ -37,6 +39,7 @@ __all__ = [
     "ServedFloor",
     "count_band",
     "learnable",
+    "mocked",
     "needs_provider_count",
     "parse_overflow",
     "quotes_overflow",

@@ -111,3 +111,10 @@ def learnable(body: Mapping[str, Any]) -> bool:
             if any(key in tool for key in _SERVER_TOOL_KEYS):
                 return False
     return True
+
+
+def mocked(body: Mapping[str, Any]) -> bool:
+    """Whether the answer to ``body`` is the client's own (``mock_response``, which LiteLLM lets some keys send):
+    its usage proves nothing a provider served."""
+    sources = [body, body.get("extra_body")] if isinstance(body, Mapping) else []
+    return any(isinstance(source, Mapping) and source.get("mock_response") not in (None, False) for source in sources)

@@ -108,15 +108,21 @@ def teacher_of(key_hash: str | None, team_id: str | None) -> str:
     return ANONYMOUS
 
 
-#: per deployment, the teachers remembered (the least recent goes), and each one's ratios (the most recent)
+#: per deployment, the teachers remembered, and each one's ratios (the most recent); when another arrives, one leaves
+#: (``CorrectionBook.leaving``)
 MAX_TEACHERS = 16
+#: a teacher with a factor of its own that taught nothing for this long may leave for a newcomer
+IDLE_TEACHER_SECONDS = 24 * 3600
 
 
 class CorrectionBook:
-    def __init__(self, settings: LearningSettings | None = None) -> None:
+    def __init__(self, settings: LearningSettings | None = None, *, clock: Callable[[], float] = time.time) -> None:
         self.settings = settings or LearningSettings()
+        self.clock = clock
         #: deployment -> teacher -> its most recent ratios: one teacher's flood never evicts another's
         self._ratios: OrderedDict[str, OrderedDict[str, deque[float]]] = OrderedDict()
+        #: deployment -> teacher -> when it last taught (``clock``)
+        self._taught: dict[str, dict[str, float]] = {}
         #: per key, computed once per change of its ratios (asked on every request): each qualified
         #: teacher's factor, and the consensus
         self._factors: dict[str, tuple[dict[str, float], float | None]] = {}
@@ -154,15 +160,31 @@ class CorrectionBook:
                 ratios = teachers[teacher] = deque(maxlen=self.per_teacher)
             teachers.move_to_end(teacher)
             ratios.append(ratio)
+            taught = self._taught.setdefault(key, {})
+            taught[teacher] = self.clock()
             while len(teachers) > MAX_TEACHERS:
-                teachers.popitem(last=False)
+                leaving = self.leaving(teachers, taught, teacher)
+                del teachers[leaving]
+                taught.pop(leaving, None)
             self._factors.pop(key, None)
             self._evict()
+
+    def leaving(self, teachers: Mapping[str, deque[float]], taught: Mapping[str, float], newcomer: str) -> str:
+        """Who leaves a deployment's full book when ``newcomer`` taught: the least recent teacher with fewer than
+        ``min_samples`` ratios (no factor of its own), else the least recent idle one (``IDLE_TEACHER_SECONDS``), else
+        the newcomer, who gets the consensus. Keys that taught a ratio or two never push out an active teacher's
+        factor (an attack review: sixteen keys took a tenant's 1.30 to 1.0), and a book of teachers long gone makes
+        room (``shared._PUSH_RATIO`` is the same rule for Redis)."""
+        others = [t for t in teachers if t != newcomer]  # least recent first
+        young = next((t for t in others if len(teachers[t]) < self.settings.min_samples), None)
+        idle = self.clock() - IDLE_TEACHER_SECONDS
+        return young or next((t for t in others if taught.get(t, 0.0) < idle), newcomer)
 
     def _evict(self) -> None:
         while len(self._ratios) > MAX_KEYS:
             evicted, _ = self._ratios.popitem(last=False)
             self._factors.pop(evicted, None)
+            self._taught.pop(evicted, None)
 
     def replace(self, key: str, by_teacher: Mapping[str, Iterable[float]]) -> None:
         """Install the shared ratios of ``key``: each teacher's, most recent last."""
@@ -176,6 +198,8 @@ class CorrectionBook:
             if self._ratios.get(key) == kept:
                 return  # unchanged: keep the computed factors
             self._ratios[key] = kept
+            known, now = self._taught.get(key, {}), self.clock()  # Redis's script decides who leaves there
+            self._taught[key] = {teacher: known.get(teacher, now) for teacher in kept}
             self._ratios.move_to_end(key)
             self._factors.pop(key, None)
             self._evict()

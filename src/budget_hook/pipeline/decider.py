@@ -25,7 +25,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..budget import ModelLimits, compute_budget, requested_output_tokens, safety_margin, with_output_tokens
+from ..budget import (
+    ModelLimits,
+    compute_budget,
+    requested_output_tokens,
+    safety_margin,
+    thinking_output_tokens,
+    with_output_tokens,
+)
 from ..counting import TokenCounter, resolve_tokenizer, templated
 from ..counting.corrected import corrected, with_overhead
 from ..counting.counter import FAMILY_ENCODINGS
@@ -289,9 +296,15 @@ def decide_conversation(
         try:
             reserve = requested_output_tokens(request, shape.output_token_fields)
             source = "request"
+            adapted = shape.adapted_output_fields
+            if reserve is not None and context.limits.filled_output_tokens is not None and adapted is not None \
+                    and requested_output_tokens(request, adapted(request)) is None:
+                reserve = None  # set where LiteLLM's adapter does not read it: Claude gets its own filled in
             if reserve is None and context.limits.filled_output_tokens is not None:
-                # LiteLLM will send its own max_tokens (Anthropic requires one): that is what is reserved.
-                reserve, source = context.limits.filled_output_tokens, "litellm_default"
+                # LiteLLM will send its own max_tokens (Anthropic requires one; with a thinking budget, that budget
+                # and 4,096, ``thinking_output_tokens``): the larger is reserved.
+                reserve = max(context.limits.filled_output_tokens, thinking_output_tokens(request) or 0)
+                source = "litellm_default"
             elif reserve is not None:
                 request, reserve = _clamp_output(request, reserve, window, context, shape, counter)
             budget = compute_budget(window, requested_output_tokens=reserve, policy=policy.budget,

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..learning import learnable, teacher_of
+from ..learning import learnable, mocked, teacher_of
 from ..trimming import REMOVING_ACTIONS, action_counts
 from .decision import Action, Decision
 from .privacy import shown_action, shown_role, shown_source
@@ -85,6 +85,9 @@ class DecisionRecord:
     #: server-side content in it): what the success callback compares the provider's count with
     estimate_forwarded: int | None = None
     learnable: bool = False
+    #: what the provider bills for it is one prompt it served (not a batch of inputs, each budgeted alone, billed as
+    #: their sum; not a mocked answer, billed by the client): the deployment's window holds that much
+    proves_window: bool = False
     #: who would teach what the provider answers (a hash of the caller's key), and whether the request
     #: itself contains overflow wording (an error quoting it back must teach nothing): asked only when the
     #: call fails, and set then by the adapter (``proxy.outcomes.quoted``)
@@ -130,6 +133,8 @@ class DecisionRecord:
         if forwarded is not None and decision.action not in ("blocked", "skipped"):
             values["estimate_forwarded"] = round(forwarded / decision.calibration.factor)
             values["learnable"] = request is not None and not decision.unseen and learnable(request.body)
+            values["proves_window"] = (decision.inputs is None or len(decision.inputs.tokens) <= 1) and \
+                request is not None and not mocked(request.body)
         if resolved.client_max_input_tokens is not None:
             values.update(client_max_input_tokens=resolved.client_max_input_tokens,
                           client_cap_applied=resolved.client_cap_applied)

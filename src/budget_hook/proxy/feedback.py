@@ -7,9 +7,11 @@ log record, or None. Every ratio carries its teacher (``DecisionRecord.teacher``
 key). What is trusted, and why:
 
 * a success's billed input: written by the provider. It teaches a ratio (not from requests with
-  server-side content, ``DecisionRecord.learnable``; not from attempts the router sent elsewhere; not from
-  usage LiteLLM may have computed itself, an OpenAI-format stream without ``include_usage``), and the
-  deployment's *served floor*: its window is at least that;
+  server-side content or a mocked answer, ``DecisionRecord.learnable``; nothing from a cached answer, billed to
+  whichever deployment first served it; not from attempts the router sent elsewhere; not from usage LiteLLM
+  may have computed itself, an OpenAI-format stream without ``include_usage``), and the deployment's *served
+  floor*: its window is at least that (``DecisionRecord.proves_window``: not a batch of inputs, billed as their
+  sum, nor a mocked answer);
 * nothing from a wildcard deployment (``openai/*``: the client picks the model behind one deployment id), nor
   from a router of the client's own (``user_config``: the client picks the deployment ids);
 * an overflow error: only when no part of the request quotes overflow wording
@@ -102,9 +104,11 @@ async def learn_from_usage(learning: SharedLearning, kwargs: Mapping[str, Any], 
     """The provider's bill next to our estimate of what was forwarded: one ratio for its deployment, and
     proof that its window holds ``billed`` tokens."""
     deployment = deployment_id(kwargs)
-    if billed is None or deployment is None or not usage_from_provider(kwargs) or _untrusted(record):
-        return None
-    await learning.learn_served(deployment, billed)
+    if billed is None or deployment is None or not usage_from_provider(kwargs) or _untrusted(record) \
+            or kwargs.get("cache_hit"):
+        return None  # a cached answer was billed to whichever deployment first served it
+    if record.proves_window:  # not a batch (billed as its inputs' sum), not a mocked answer (billed by the client)
+        await learning.learn_served(deployment, billed)
     if not record.learnable or record.estimate_forwarded is None or record.attempts:
         return None
     ratio = await learning.learn_ratio(deployment, record.estimate_forwarded, billed, record.teacher or ANONYMOUS)

@@ -50,6 +50,7 @@ from ..pipeline.request import Caller
 from ..policy import PluginSettings, load_settings
 from ..providers.anthropic import answer_unanswered_calls
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, Shape
+from . import windows
 from .answers import error_object, streamed_answer
 from .app_hooks import expose, wrap_error_handler, wrap_routes
 from .attempts import compared_fields, content_snapshot, held_size, recheck
@@ -163,6 +164,17 @@ def _forwarded_response_id(response_id: str, decrypted: bool) -> str:
 
 def _serves_pass_through(name: str) -> bool:
     return serves_pass_through(_router(), name)
+
+
+def _shared_output(model: str) -> int | None:
+    """The maximum output LiteLLM fills in for a Claude model (``AnthropicConfig.get_max_tokens_for_model`` reads
+    ``get_max_tokens``: the live model map's entry, which the router's deployments of the model overwrite)."""
+    entry = litellm.model_cost.get(model)
+    value = (entry.get("max_output_tokens") or entry.get("max_tokens")) if isinstance(entry, dict) else None
+    return value if isinstance(value, int) else None
+
+
+windows.shared_output = _shared_output
 
 
 def _router() -> Any:

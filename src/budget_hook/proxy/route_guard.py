@@ -258,7 +258,11 @@ def streams_responses(shape: Shape, data: Mapping[str, Any], call_type: Any) -> 
 
 def endpoint_shape(endpoint: str, body: Mapping[str, Any]) -> Shape | None:
     """The shape of a pass-through body, by the endpoint it goes to (then the body must have it)."""
-    path = sent_path(endpoint).rstrip("/")
+    return _path_shape(sent_path(endpoint).rstrip("/"), body)
+
+
+def _path_shape(path: str, body: Mapping[str, Any]) -> Shape | None:
+    """``endpoint_shape`` of a path already read as sent (``sent_path`` decodes: it is read once)."""
     for pattern, name in _ENDPOINT_SHAPES:
         if pattern.search(path):
             own_format = not path.endswith(("invoke", "invoke-with-response-stream", "Predict"))
@@ -330,7 +334,7 @@ async def _pass_through_attempt(plugin: Any, kwargs: dict[str, Any], error_type:
     if not isinstance(body, dict):
         return None  # no JSON body: a GET, a file upload, raw content
     endpoint = sent_path(str(kwargs.get("endpoint") or "")).rstrip("/")
-    shape = endpoint_shape(endpoint, body)
+    shape = _path_shape(endpoint, body)
     if shape is None:
         last = endpoint.rsplit("/", 1)[-1]
         if last.rsplit(":", 1)[-1] not in NOT_GENERATING and plugin.settings.unknown_routes == "block":

@@ -15,7 +15,7 @@ one LiteLLM built from its own settings, ``litellm_redis`` below) or None. Then:
 
 Keys (``budget_hook:v1:`` prefix): ``teacher_ratios:<deployment id>``, a hash of each teacher's most
 recent ratios (``<teacher>`` -> ``"<last write, unix s> <ratio> <ratio> ..."``, ``per_teacher`` ratios and
-``MAX_TEACHERS`` teachers at most, the least recent forgotten, one Lua script; expiring after a week unused);
+``MAX_TEACHERS`` teachers at most, ``CorrectionBook.leaving``'s rule, one Lua script; expiring after a week unused);
 ``window:<deployment id>``, ``"<window> <source>"``, only ever lowered and never to or below what the
 deployment served (one Lua script reads both), expiring after ``window_ttl_seconds``;
 ``served:<deployment id>``, the largest prompt it was billed for, only ever raised, same expiry.
@@ -31,6 +31,7 @@ from typing import Any
 
 from ..learning import (
     ANONYMOUS,
+    IDLE_TEACHER_SECONDS,
     MAX_TEACHERS,
     Correction,
     CorrectionBook,
@@ -71,12 +72,19 @@ while #items > tonumber(ARGV[3]) do table.remove(items, 1) end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[6] .. ' ' .. table.concat(items, ' '))
 if redis.call('HLEN', KEYS[1]) > tonumber(ARGV[4]) then
   local all = redis.call('HGETALL', KEYS[1])
-  local oldest, oldest_at = nil, nil
+  local young, young_at, idle, idle_at = nil, nil, nil, nil
   for i = 1, #all, 2 do
-    local at = tonumber(string.match(all[i + 1], '^(%S+)')) or 0
-    if oldest_at == nil or at < oldest_at then oldest, oldest_at = all[i], at end
+    if all[i] ~= ARGV[1] then
+      local at = tonumber(string.match(all[i + 1], '^(%S+)')) or 0
+      local _, words = string.gsub(all[i + 1], '%S+', '')
+      if words - 1 < tonumber(ARGV[7]) then
+        if young_at == nil or at < young_at then young, young_at = all[i], at end
+      elseif at < tonumber(ARGV[6]) - tonumber(ARGV[8]) and (idle_at == nil or at < idle_at) then
+        idle, idle_at = all[i], at
+      end
+    end
   end
-  redis.call('HDEL', KEYS[1], oldest)
+  redis.call('HDEL', KEYS[1], young or idle or ARGV[1])
 end
 redis.call('EXPIRE', KEYS[1], ARGV[5])
 return 1
@@ -202,7 +210,7 @@ class SharedLearning:
         async def push(client: Any) -> None:
             await client.eval(_PUSH_RATIO, 1, f"{PREFIX}teacher_ratios:{deployment}", teacher, repr(ratio),
                               str(self.corrections.per_teacher), str(MAX_TEACHERS), str(RATIOS_TTL_SECONDS),
-                              str(int(time.time())))
+                              str(int(time.time())), str(self.settings.min_samples), str(IDLE_TEACHER_SECONDS))
 
         await self._run("write", push)
         return ratio

@@ -132,11 +132,35 @@ def router_info(router: Any, group: str, deployment: Any) -> Mapping[str, Any]:
     return info if isinstance(info, Mapping) else {}
 
 
+def _unknown_output(model: str) -> int | None:
+    return None
+
+
+#: the maximum output LiteLLM reads for a deployment's model, by its name without the provider, from its live model
+#: map (``litellm.model_cost``; the adapter sets this): every deployment of the model shares that entry, and the last
+#: one registered writes it, so it may not be the deployment's own
+shared_output: Callable[[str], int | None] = _unknown_output
+
+
 def limits_of(router: Any, group: str, deployments: list[Any]) -> ModelLimits:
     """Minimum window over ``deployments`` of ``group`` (the rules: ``budget.router_windows.limits_of``),
-    with what the router knows of each and its ``model_list``."""
-    infos = [router_info(router, group, deployment) for deployment in deployments]
+    with what the router knows of each (its model's ``shared_output``, the router's ``default_litellm_params``)
+    and its ``model_list``."""
+    defaults = getattr(router, "default_litellm_params", None) if router is not None else None
+    infos = [{**router_info(router, group, deployment), "default_params": defaults if isinstance(defaults, Mapping)
+              else {}, "shared_output": _shared_output(router, deployment)} for deployment in deployments]
     return rules.limits_of(group, deployments, infos, getattr(router, "model_list", None))
+
+
+def _shared_output(router: Any, deployment: Any) -> int | None:
+    params = deployment.get("litellm_params") if router is not None and isinstance(deployment, Mapping) else None
+    model = params.get("model") if isinstance(params, Mapping) else None
+    if not isinstance(model, str) or len(model) > MAX_MODEL_NAME_CHARS:
+        return None
+    try:
+        return shared_output(model.split("/", 1)[-1])
+    except Exception:
+        return None
 
 
 def routed_groups(router: Any, group: str, deployments: list[Any]) -> tuple[str, ...]:

@@ -157,6 +157,10 @@ class Shape:
     overflow_wording: Wording | None = None
     #: the same when the output allowance leaves no room (Anthropic words it apart)
     reserve_wording: Wording | None = None
+    #: the output-token fields LiteLLM's chat adapter reads of a body when it sends it to another provider's model (a
+    #: Claude deployment, which then gets an allowance filled in when none of them is set); None: all of
+    #: ``output_token_fields``
+    adapted_output_fields: Callable[[Mapping[str, Any]], tuple[str, ...]] | None = None
     #: the shape's own error object for a refusal, from (status, message, code); None: OpenAI's
     #: ``{"message", "type", "param", "code"}``
     error_body: Callable[[int, str, str], dict[str, Any]] | None = None

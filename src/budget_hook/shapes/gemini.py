@@ -383,6 +383,13 @@ def _overflow_wording(facts: Mapping[str, Any], tokens_before: int | None) -> st
     return f"The input token count ({tokens}) exceeds the maximum number of tokens allowed ({facts.get('budget')})."
 
 
+def _adapted_output_fields(body: Mapping[str, Any]) -> tuple[str, ...]:
+    """What LiteLLM's generateContent adapter reads for another provider's model (``google_genai/adapters``): only
+    ``maxOutputTokens``, of ``config`` when the body has one, else of ``generationConfig``; any other spelling is
+    dropped and Claude gets its own filled in (a review: 100 reserved, 64,000 sent)."""
+    return ("config.maxOutputTokens",) if body.get("config") is not None else ("generationConfig.maxOutputTokens",)
+
+
 def _error_body(status: int, message: str, code: str) -> dict[str, Any]:
     """Gemini's own error object: what google-genai's ``APIError`` reads (``code``, ``status``)."""
     return {"code": status, "message": message, "status": "INVALID_ARGUMENT", "details": [{"reason": code}]}
@@ -398,6 +405,7 @@ SHAPE = ConversationShape(
     content_fields=("contents", "systemInstruction", "system_instruction", "tools", "generationConfig", "config"),
     param="contents",
     output_param="generationConfig.maxOutputTokens",
+    adapted_output_fields=_adapted_output_fields,
     detect=lambda body: "contents" in body,
     overflow_wording=_overflow_wording,
     error_body=_error_body,

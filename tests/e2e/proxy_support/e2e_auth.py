@@ -16,6 +16,8 @@ from litellm.proxy._types import UserAPIKeyAuth
 
 KEYS = {
     "sk-default": {},
+    # a test key LiteLLM lets send a mocked answer (tests/e2e/test_served_floor_e2e.py: its usage teaches nothing)
+    "sk-mock-tester": {"key_alias": "mock-tester", "metadata": {"allow_client_mock_response": True}},
     "sk-strict": {"team_id": "team-7f3a", "team_alias": "strict"},
     "sk-strict-by-id": {"team_id": "team-by-id"},
     "sk-meta-shadow": {"key_alias": "meta-shadow", "metadata": {"budget_hook": {"mode": "shadow"}}},
