@@ -85,6 +85,9 @@ def test_what_a_deployment_or_the_router_sends_of_its_own_is_reserved():
     assert limits_of("g", [thinking]).filled_output_tokens == 94_096
     odd = {"model_name": "g", "litellm_params": {"model": "openai/gpt-4o", "max_tokens": True}}
     assert limits_of("g", [odd]).filled_output_tokens is None  # not an allowance LiteLLM could send
+    extra = {"model_name": "g", "litellm_params": {"model": "openai/gpt-4o", "max_tokens": -1,
+                                                   "extra_body": {"max_completion_tokens": 7_000}}}
+    assert limits_of("g", [extra]).filled_output_tokens == 7_000  # merged into the body sent; the odd one skipped
 
 
 def test_an_allowance_the_request_sets_is_what_is_reserved():

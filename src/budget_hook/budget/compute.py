@@ -87,7 +87,8 @@ class BudgetCheck:
 OUTPUT_TOKEN_FIELDS = ("max_completion_tokens", "max_tokens", "max_output_tokens")
 
 
-def requested_output_tokens(request: Mapping[str, Any], fields: tuple[str, ...] = OUTPUT_TOKEN_FIELDS) -> int | None:
+def requested_output_tokens(request: Mapping[str, Any], fields: tuple[str, ...] = OUTPUT_TOKEN_FIELDS, *,
+                            lenient: bool = False) -> int | None:
     """The output allowance a request asks for: the largest of its output-token ``fields`` present, at the
     top level or in ``extra_body`` (which LiteLLM merges into the provider request); each request shape
     declares its own fields.
@@ -98,9 +99,19 @@ def requested_output_tokens(request: Mapping[str, Any], fields: tuple[str, ...] 
     rounds up), and so is a numeric string (``"3000"``: servers such as vLLM accept it). Returns None when
     absent (or null); raises ``MalformedRequestError`` naming the field for anything else (a boolean, a
     negative, non-finite or non-numeric value, more than ``MAX_OUTPUT_TOKENS``): never a default instead.
+    ``lenient``: such a value is skipped instead (an operator's deployment parameters, which no client sends).
     """
-    values = [tokens for prefix, source in with_extra_body(request) for key in fields
-              if (tokens := output_tokens(_field(source, key), prefix + key)) is not None]
+    values = []
+    for prefix, source in with_extra_body(request):
+        for key in fields:
+            try:
+                tokens = output_tokens(_field(source, key), prefix + key)
+            except MalformedRequestError:
+                if not lenient:
+                    raise
+                continue
+            if tokens is not None:
+                values.append(tokens)
     return max(values) if values else None
 
 

@@ -16,16 +16,14 @@ decision; ``with_learned_window`` applies a window an overflow error named.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from ..counting import resolve_tokenizer
 from ..counting.profiles import MAX_MODEL_NAME_CHARS
-from ..errors import MalformedRequestError
 from ..providers import PROVIDERS, WindowQuirks, anthropic, provider
-from .compute import OUTPUT_TOKEN_FIELDS, output_tokens, thinking_output_tokens
+from .compute import requested_output_tokens, thinking_output_tokens
 from .windows import (
     ModelLimits,
     lookup_max_input_tokens,
@@ -187,7 +185,8 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
         # what the deployment sends when the request sets none (the router's defaults under its own parameters, merged
         # into the call): an allowance of its own, whatever the provider; a thinking budget, the budget and 4,096
         sent = {**(info.get("default_params") or {}), **params} if isinstance(params, Mapping) else {}
-        own = max(_own_allowance(sent) or 0, thinking_output_tokens(sent) or 0 if quirks is not None else 0)
+        own = max(requested_output_tokens(sent, lenient=True) or 0,
+                  thinking_output_tokens(sent) or 0 if quirks is not None else 0)
         if quirks is not None:
             # LiteLLM reads Claude's from its live model map, where every deployment of the model shares one entry
             # (the last registered writes it: a deployment's 2,000 reserved, another's 64,000 sent; ``shared_output``)
@@ -245,15 +244,6 @@ def routed_groups(group: str, deployments: Sequence[Mapping[str, Any]], model_li
 
 def _positive(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
-
-
-def _own_allowance(params: Mapping[str, Any]) -> int | None:
-    """The output allowance a deployment's parameters send when a request sets none (the largest)."""
-    values = []
-    for name in OUTPUT_TOKEN_FIELDS:
-        with contextlib.suppress(MalformedRequestError):
-            values.append(output_tokens(params.get(name), name) or 0)
-    return max(values, default=0) or None
 
 
 def _fills_max_tokens(backend: str, base_model: str | None) -> WindowQuirks | None:

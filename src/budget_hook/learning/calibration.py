@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..counting.rendered import with_extra_body
 from ..providers import PROVIDERS, CountBand
 from .corrections import Correction
 
@@ -116,5 +117,5 @@ def learnable(body: Mapping[str, Any]) -> bool:
 def mocked(body: Mapping[str, Any]) -> bool:
     """Whether the answer to ``body`` is the client's own (``mock_response``, which LiteLLM lets some keys send):
     its usage proves nothing a provider served."""
-    sources = [body, body.get("extra_body")] if isinstance(body, Mapping) else []
-    return any(isinstance(source, Mapping) and source.get("mock_response") not in (None, False) for source in sources)
+    return isinstance(body, Mapping) and any(
+        source.get("mock_response") not in (None, False) for _, source in with_extra_body(body))
