@@ -141,3 +141,57 @@ def test_a_claude_answer_sent_back_as_is_is_counted_once():
     assert counted(model, sent_back) == counted(model, plain)
     assert anthropic_messages_pt(copy(sent_back), model="claude-sonnet-4-5", llm_provider="anthropic") == \
         anthropic_messages_pt(copy(plain), model="claude-sonnet-4-5", llm_provider="anthropic")  # LiteLLM agrees
+
+
+TOOL_SCHEMA = {"type": "object", "properties": {"query": {"type": "string"}}}
+
+
+def test_a_tool_s_input_examples_are_counted_however_the_request_spells_them():
+    """LiteLLM's Claude mapping sends a chat tool's ``input_examples`` with the tool, beside its ``function`` or in
+    it; ``/v1/messages`` and ``/v1/responses`` tools carry them as they are (a tenth attack review: 652 tokens
+    counted, 14,057 received by an 8,000-token deployment)."""
+    from budget_hook.budget import ModelLimits
+    from budget_hook.pipeline import BudgetRequest, decide
+    from budget_hook.policy import load_settings
+    from budget_hook.shapes import SHAPES
+
+    examples = [{"query": PAGE}]
+    function = {"name": "lookup", "description": "d", "parameters": TOOL_SCHEMA}
+    for tool in ({"type": "function", "function": function, "input_examples": examples},
+                 {"type": "function", "function": {**function, "input_examples": examples}}):
+        mapped, _ = litellm.AnthropicConfig()._map_tool_helper(copy(tool))
+        assert tokens(mapped["input_examples"]) > 10_000  # LiteLLM does send them
+        request = {"messages": [{"role": "user", "content": "hi"}], "tools": [tool]}
+        assert TokenCounter.for_model("anthropic/claude-sonnet-4-5").count_request(request).total >= tokens(mapped)
+    limits = ModelLimits(8000, "test", "anthropic/claude-sonnet-4-5", filled_output_tokens=1000)
+    for shape, body in (
+        ("anthropic", {"max_tokens": 100, "messages": [{"role": "user", "content": "hi"}],
+                       "tools": [{"name": "lookup", "input_schema": TOOL_SCHEMA, "input_examples": examples}]}),
+        ("responses", {"max_output_tokens": 100, "input": "hi",
+                       "tools": [{"type": "function", "name": "lookup", "parameters": TOOL_SCHEMA,
+                                  "input_examples": examples}]}),
+    ):
+        decision = decide(BudgetRequest(SHAPES.get(shape), body, "g", limits), load_settings({}))
+        assert decision.action == "blocked" and decision.tokens_before >= tokens(examples), shape
+
+
+def test_an_assistant_s_reasoning_is_counted_under_either_name():
+    """LiteLLM reads ``reasoning`` where ``reasoning_content`` is absent (``_extract_reasoning_content``: its Ollama
+    route sends it as ``thinking``), and vLLM's chat template renders it: 212 tokens counted, 14,086 received."""
+    from litellm.litellm_core_utils.prompt_templates.common_utils import _extract_reasoning_content
+
+    call = {"id": "call_1", "type": "function", "function": {"name": "weather", "arguments": "{}"}}
+    assistant = {"role": "assistant", "content": "", "reasoning": PAGE, "tool_calls": [call]}
+    assert _extract_reasoning_content(copy(assistant))[0] == PAGE
+    messages = [{"role": "user", "content": "weather?"}, assistant, {"role": "tool", "tool_call_id": "call_1",
+                                                                    "content": "18C"}]
+    for model in ("hosted_vllm/Qwen/Qwen3-8B", "ollama_chat/qwen3:8b", "openai/gpt-4o"):
+        assert counted(model, messages) >= tokens(PAGE), model
+
+
+def test_openrouter_s_reasoning_details_are_counted():
+    """Forwarded as they are, and OpenRouter takes them back as the model's reasoning."""
+    details = [{"type": "reasoning.text", "text": PAGE, "format": "anthropic-claude-v1", "index": 0}]
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok", "reasoning_details": details},
+                {"role": "user", "content": "go on"}]
+    assert counted("openrouter/anthropic/claude-sonnet-4.5", messages) >= tokens(details)

@@ -19,7 +19,8 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a rea
   not in ``input`` is accepted, as the server holds the earlier items; streamed as the Responses API's
   events when asked) and Anthropic's ``/v1/messages`` (Anthropic's ``prompt is too long`` error,
   ``tool_use``/``tool_result`` pairing checked like the real API, and roles that must alternate: two
-  ``user`` or two ``assistant`` messages in a row are a 400 ``invalid_request_error``).
+  ``user`` or two ``assistant`` messages in a row are a 400 ``invalid_request_error``; with ``thinking`` on, a
+  turn in progress whose first assistant message does not open with its thinking block is the real API's 400).
 
 * serves the providers' token-counting endpoints, counting exactly as the generate endpoint bills:
   Anthropic ``POST /v1/messages/count_tokens`` -> ``{"input_tokens": N}``, OpenAI ``POST
@@ -326,6 +327,28 @@ def _anthropic_problems(messages: list) -> str | None:
     return None
 
 
+def _thinking_problem(body: dict) -> str | None:
+    """With ``thinking`` on, the turn in progress (from the last user message that is not only tool results) must
+    open with a thinking block, as Claude wrote it: the real API's own error otherwise."""
+    thinking = body.get("thinking")
+    if not isinstance(thinking, dict) or thinking.get("type") not in ("enabled", "adaptive"):
+        return None
+    messages = body.get("messages") or []
+    start = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "user" and not (
+        isinstance(messages[i].get("content"), list) and messages[i]["content"] and all(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in messages[i]["content"]))), 0)
+    opening = next((i for i in range(start, len(messages)) if messages[i].get("role") == "assistant"), None)
+    content = messages[opening].get("content") if opening is not None else None
+    first = content[0] if isinstance(content, list) and content else {"type": "text"}
+    if opening is None or first.get("type") in ("thinking", "redacted_thinking"):
+        return None
+    return (f"messages.{opening}.content.0.type: Expected `thinking` or `redacted_thinking`, but found "
+            f"`{first.get('type')}`. When `thinking` is enabled, a final `assistant` message must start with a thinking "
+            "block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include "
+            "thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our "
+            "documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking")
+
+
 def _count_strings(*values) -> int:
     texts: list[str] = []
     for value in values:
@@ -384,7 +407,7 @@ def _anthropic(self, body: dict) -> None:
     if model not in MODELS:
         return error(404, "not_found_error", f"model: {model}")
     messages = body.get("messages") or []
-    problem = _anthropic_problems(messages)
+    problem = _anthropic_problems(messages) or _thinking_problem(body)
     if problem:
         return error(400, "invalid_request_error", problem)
     prompt = anthropic_prompt(body)

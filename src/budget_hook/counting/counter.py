@@ -134,9 +134,7 @@ class TokenCounter:
         return tokens
 
     def _scaled(self, raw: int) -> int:
-        if self.profile.exact:
-            return raw
-        return math.ceil(raw * self.profile.safety_factor)
+        return raw if self.profile.exact else math.ceil(raw * self.profile.safety_factor)
 
     # --- requests ----------------------------------------------------------------------------------
 
@@ -351,6 +349,7 @@ class TokenCounter:
         text += self.count_text(refusal) if isinstance(refusal := message.get("refusal"), str) else 0
         text += sum(self.count_text(canonical_json(value)) for value in rendered.carried_fields(message))
         thinking, reasoning = message.get("thinking_blocks"), message.get("reasoning_content")
+        reasoning = message.get("reasoning") if reasoning is None else reasoning  # vLLM, LiteLLM's Ollama read it too
         blocks = isinstance(thinking, list) and bool(thinking)
         if blocks:  # LiteLLM sends an assistant message's thinking blocks back to Claude: count all they carry
             text += self.count_text(canonical_json(thinking))

@@ -294,18 +294,8 @@ def decide_conversation(
     sent = request  # the request as the client sent it (what shadow mode forwards)
     try:
         try:
-            reserve = requested_output_tokens(request, shape.output_token_fields)
-            source = "request"
-            adapted = shape.adapted_output_fields
-            if reserve is not None and context.limits.filled_output_tokens is not None and adapted is not None \
-                    and requested_output_tokens(request, adapted(request)) is None:
-                reserve = None  # set where LiteLLM's adapter does not read it: Claude gets its own filled in
-            if reserve is None and context.limits.filled_output_tokens is not None:
-                # LiteLLM will send its own max_tokens (Anthropic requires one; with a thinking budget, that budget
-                # and 4,096, ``thinking_output_tokens``): the larger is reserved.
-                reserve = max(context.limits.filled_output_tokens, thinking_output_tokens(request) or 0)
-                source = "litellm_default"
-            elif reserve is not None:
+            reserve, source = output_asked(request, shape, context.limits)
+            if source == "request" and reserve is not None:
                 request, reserve = _clamp_output(request, reserve, window, context, shape, counter)
             budget = compute_budget(window, requested_output_tokens=reserve, policy=policy.budget,
                                     reserve_source=source)
@@ -342,6 +332,22 @@ def decide_conversation(
     wants = _wants_provider_count(policy.provider_count, calibration, counter, result.report.tokens_before,
                                   result.report.budget.budget)
     return context.decision(action, request=forwarded, report=result.report, wants_provider_count=wants)
+
+
+def output_asked(request: Mapping[str, Any], shape: ConversationShape, limits: ModelLimits
+                 ) -> tuple[int | None, str]:
+    """The output allowance that will reach the provider for ``request`` on a deployment with ``limits``, and where
+    it comes from: the request's own (``shape.output_token_fields``), else what LiteLLM fills in (Anthropic requires
+    one: the deployment's, or with a thinking budget that budget and 4,096, ``thinking_output_tokens``; the larger),
+    else None. Raises ``MalformedRequestError`` for an odd value, naming its field."""
+    reserve = requested_output_tokens(request, shape.output_token_fields)
+    adapted = shape.adapted_output_fields
+    if reserve is not None and limits.filled_output_tokens is not None and adapted is not None \
+            and requested_output_tokens(request, adapted(request)) is None:
+        reserve = None  # set where LiteLLM's adapter does not read it: Claude gets its own filled in
+    if reserve is None and limits.filled_output_tokens is not None:
+        return max(limits.filled_output_tokens, thinking_output_tokens(request) or 0), "litellm_default"
+    return reserve, "request"
 
 
 def count_facts(counter: TokenCounter, calibration: Calibration | None = None) -> dict[str, Any]:

@@ -27,9 +27,12 @@ from itertools import chain, compress
 from typing import Any, cast
 
 from ..budget import ModelLimits
+from ..counting.rendered import PROMPT_FIELDS
 from ..counting.template_input import TEMPLATE_FIELDS
+from ..errors import MalformedRequestError
 from ..pipeline import Decision, decide, decision_weight
 from ..pipeline.bounds import added_prompt_parameter, added_stored_prompt
+from ..pipeline.decider import output_asked
 from ..shapes import SHAPES
 from .chains import Chain, chained
 from .errors import block_error, internal_error, prompt_parameter_error
@@ -79,7 +82,7 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
         # a large content (a million token ids, 300,000 parts) is compared in the pool, as it was decided there
         large = sum(len(nodes[0]) for nodes in decided.content.values()) > INLINE_NODES
         same = await plugin.offloader.run(same_content, kwargs, pool=True) if large else same_content()
-        if same and covers(limits, decided.limits):
+        if same and covers(limits, decided.limits) and not asks_more_output(shape, kwargs, limits, decided.reserve):
             return None  # nothing differs: the first decision holds for this deployment
         # in the attempt's own format: LiteLLM may have translated the body on the way (a /v1/messages call to
         # an OpenAI deployment reaches it as a Responses call)
@@ -147,10 +150,33 @@ def content_nodes(value: Any, limit: int | None = None) -> Nodes | None:
 
 
 def compared_fields(shape: Any) -> tuple[str, ...]:
-    """What an attempt must carry as decided for the decision to stand: the shape's content fields, and what a
-    self-hosted server's chat template reads besides (``TEMPLATE_FIELDS``, also under ``extra_body``), which a
-    client's ``fallbacks`` entry can change for the fallback call alone (LiteLLM merges the entry into it)."""
-    return tuple(dict.fromkeys((*shape.content_fields, *TEMPLATE_FIELDS, "extra_body")))
+    """What an attempt must carry as decided for the decision to stand: the shape's content fields, what a
+    self-hosted server's chat template reads besides (``TEMPLATE_FIELDS``, also under ``extra_body``) and the
+    fields LiteLLM writes into the prompt (``PROMPT_FIELDS``: Cohere's ``preamble``...), which a client's
+    ``fallbacks`` entry can change for the fallback call alone (LiteLLM merges the entry into it)."""
+    return tuple(dict.fromkeys((*shape.content_fields, *TEMPLATE_FIELDS, *PROMPT_FIELDS, "extra_body")))
+
+
+def reserved_output(decision: Decision) -> int | None:
+    """The output allowance ``decision`` reserved, None when it reserved none (no budget was computed)."""
+    if decision.report is not None and decision.report.budget is not None:
+        return decision.report.budget.output_reserve
+    reserve = (decision.input_budget or {}).get("output_reserve")
+    return reserve if isinstance(reserve, int) else None
+
+
+def asks_more_output(shape: Any, kwargs: Mapping[str, Any], limits: ModelLimits, reserved: int | None) -> bool:
+    """Does the attempt ask for more output than the decision reserved (``decider.output_asked`` on its own
+    fields, which a client's ``fallbacks`` entry may have changed: 10,000 sent where 100 was reserved), or for an
+    allowance the decision could not read? Fields merged from the deployment's own parameters count too; one
+    within the reserve changes nothing."""
+    if reserved is None or not hasattr(shape, "output_token_fields"):
+        return False
+    try:
+        asked, _ = output_asked(kwargs, shape, limits)
+    except MalformedRequestError:
+        return True  # decided again: the client learns which field
+    return (asked or 0) > reserved
 
 
 def content_snapshot(fields: Iterable[str], request: Mapping[str, Any]) -> dict[str, Nodes]:

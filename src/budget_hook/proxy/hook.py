@@ -53,7 +53,7 @@ from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, Shape
 from . import windows
 from .answers import error_object, streamed_answer
 from .app_hooks import expose, wrap_error_handler, wrap_routes
-from .attempts import compared_fields, content_snapshot, held_size, recheck
+from .attempts import compared_fields, content_snapshot, held_size, recheck, reserved_output
 from .chains import ChainStore, annotated, chained
 from .client_input import SETTINGS_NAME, caller_of, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, unread_route_error
@@ -367,7 +367,8 @@ class BudgetHookPlugin(CustomLogger):
                               Decided(marker, replace(request, body={}), decision.limits,
                                       decision.resolved.policy.fail_mode, content, call_type=str(call_type),
                                       chain=chain.held if chain is not None else None,
-                                      prompt_id=data.get("prompt_id")), snapshot(data), size)
+                                      prompt_id=data.get("prompt_id"), reserve=reserved_output(decision)),
+                              snapshot(data), size)
         return forwarded
 
     async def _advertise(self, path: str, payload: Any, endpoint_args: Mapping[str, Any]) -> Any:

@@ -60,6 +60,9 @@ class Decided:
     #: the stored prompt the request names, left for the call (one the proxy's registry did not fill in before the
     #: hook: a reference the decision estimated); an attempt may carry it, and no other (``bounds.added_stored_prompt``)
     prompt_id: Any = None
+    #: the output allowance the decision reserved (None: it reserved none); an attempt that asks for more (a
+    #: client's ``fallbacks`` entry merged into the fallback call with its own ``max_tokens``) is decided again
+    reserve: int | None = None
 
 
 @dataclass

@@ -38,8 +38,16 @@ from ..counting import TokenCounter, canonical_json, media
 from ..counting.parts import image_part, unreadable_as_sent
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimPolicy, TrimResult, content_hash, message_text
-from .anthropic_blocks import convert_message, current_turn_start, envelope, tool_result_content
+from .anthropic_blocks import (
+    convert_message,
+    current_turn_start,
+    envelope,
+    rewritable_block,
+    thinking_opening,
+    tool_result_content,
+)
 from .base import (
+    CACHE_PREFIX_NOTE,
     ConversationShape,
     Placed,
     View,
@@ -51,9 +59,6 @@ from .base import (
 )
 from .references import anthropic_references
 
-CACHE_PREFIX_NOTE = "cache_prefix_rewritten"
-
-
 # --- the view ------------------------------------------------------------------------------------------
 
 
@@ -61,11 +66,6 @@ CACHE_PREFIX_NOTE = "cache_prefix_rewritten"
 class _Ref:
     message: int                   # native message index
     blocks: tuple[int, ...] | None  # native block indexes; None: the whole (string-content) message
-
-
-#: blocks whose text the view can rewrite faithfully; a message with any other block (server tools,
-#: search results, containers...) is never edited, because its view text includes those blocks' JSON
-_EDITABLE_BLOCKS = frozenset({"text", "tool_use", "tool_result", "image", "document"})
 
 
 def _has_cache_control(block: Any) -> bool:
@@ -122,8 +122,10 @@ def build_view(body: Mapping[str, Any]) -> View:
         view_messages.extend(parts)
         refs.extend([_Ref(index, block) for block in blocks])
     cache_prefix = frozenset(i for i, ref in enumerate(refs) if ref is not None and ref.message <= last_breakpoint)
+    opening = thinking_opening(native, current_turn)  # kept with its step: the turn must open with its thinking
+    keep = frozenset(i for i, ref in enumerate(refs) if ref is not None and ref.message == opening)
     request = {**converted, "messages": view_messages}
-    return View(request, tuple(refs), no_edit=frozenset(no_edit), protected=cache_prefix)
+    return View(request, tuple(refs), no_edit=frozenset(no_edit), protected=cache_prefix, keep=keep)
 
 
 def _conversions(body: Mapping[str, Any], view: View) -> dict[int, _Converted]:
@@ -158,8 +160,11 @@ def _convert(message: Any, where: str, keep_thinking: bool) -> _Parts:
     rest = [i for i in range(len(content)) if i not in result_set]
     for block_index in results:
         single = {"role": message.get("role"), "content": [content[block_index]]}
+        rewritable = rewritable_block(content[block_index])
         for part in convert_message(single, f"{where}.content[{block_index}]", keep_thinking=keep_thinking,
                                      inline_tool_images=True):
+            if not rewritable:  # a document or search result in it: stays whole or leaves with its call
+                frozen.append(len(parts))
             parts.append(part)
             blocks.append((block_index,))
     if results and rest:
@@ -178,7 +183,7 @@ def _convert(message: Any, where: str, keep_thinking: bool) -> _Parts:
         frozen.append(len(parts) - 1)
     elif rest or not results:
         remaining = {"role": message.get("role"), "content": [content[i] for i in rest]}
-        signed = any(isinstance(content[i], Mapping) and _kind(content[i]) not in _EDITABLE_BLOCKS for i in rest)
+        signed = any(isinstance(content[i], Mapping) and not rewritable_block(content[i]) for i in rest)
         for part in convert_message(remaining, where, keep_thinking=keep_thinking, inline_tool_images=True):
             if signed:  # signed thinking, server-tool blocks...: stays whole or leaves with its turn
                 frozen.append(len(parts))

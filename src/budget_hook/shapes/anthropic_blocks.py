@@ -18,6 +18,7 @@ from typing import Any
 from ..counting import canonical_json
 from ..counting.parts import citations, document_parts, image_part
 from ..counting.rendered import carried
+from ..counting.tools import with_examples
 from ..errors import MalformedRequestError
 
 #: ``json.dumps(value, ensure_ascii=False)``, without building an encoder per call
@@ -90,6 +91,36 @@ def current_turn_start(messages: list) -> int:
         if any(not (isinstance(b, Mapping) and b.get("type") == "tool_result") for b in content):
             return index
     return 0
+
+
+def rewritable_block(block: Any) -> bool:
+    """Can a cut of this block's view text be written back as text? Plain text, a tool call, an image, a tool result
+    holding only those: yes. A document or search result (its view text is a rendering of it, and the block stays:
+    a compacted result sent it twice, a tenth review found), cited text (its citations would be lost), signed
+    thinking, a server tool's block: no, and a message or result holding one is never edited."""
+    kind = block.get("type") if isinstance(block, Mapping) else None
+    if kind == "text":
+        return isinstance(block.get("text"), str) and not block.get("citations")
+    if kind == "tool_result":
+        inner = block.get("content")
+        return not isinstance(inner, list) or all(
+            isinstance(b, Mapping) and (b.get("type") == "image" or (b.get("type") == "text" and rewritable_block(b)))
+            for b in inner)
+    return kind in ("tool_use", "image")
+
+
+def thinking_opening(messages: list, start: int) -> int | None:
+    """The current turn's (from ``start``) first assistant message when it opens with a thinking block: Anthropic
+    refuses a turn in progress whose first assistant message does not ("Expected `thinking` or
+    `redacted_thinking`, but found `tool_use`"), so that message never leaves (a tenth review: a trim dropped it)."""
+    for index in range(start, len(messages)):
+        message = messages[index]
+        if isinstance(message, Mapping) and message.get("role") == "assistant":
+            content = message.get("content")
+            first = content[0] if isinstance(content, list) and content else None
+            return index if isinstance(first, Mapping) and first.get("type") in ("thinking", "redacted_thinking") \
+                else None
+    return None
 
 
 def _described(role: Any) -> str:
@@ -198,7 +229,7 @@ def _convert_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
         function = {"name": str(tool.get("name", "")), "parameters": tool.get("input_schema") or {}}
         if tool.get("description"):
             function["description"] = str(tool["description"])
-        return {"type": "function", "function": function}
+        return {"type": "function", "function": with_examples(function, tool)}
     # Server tools (web_search_20250305, bash_20250124, ...): the model sees their definition.
     name = str(tool.get("name", tool.get("type", "")))
     return {"type": "function", "function": {"name": name, "description": canonical_json(tool)}}

@@ -33,6 +33,10 @@ from ..trimming import (
 RETRIES = 8
 
 
+#: the report's note when a prompt-cache prefix (``View.protected``) had to be rewritten to fit
+CACHE_PREFIX_NOTE = "cache_prefix_rewritten"
+
+
 @dataclass(frozen=True)
 class View:
     """A request seen as a chat request: what is counted and trimmed."""

@@ -14,7 +14,7 @@ from ..counting import canonical_json
 from ..counting.parts import unreadable_as_sent
 from ..trimming import MessageAction, message_text
 from ..trimming.structure import pairing_problems
-from .base import ConversationShape, View, touched_item, unreadable_parts
+from .base import CACHE_PREFIX_NOTE, ConversationShape, View, touched_item, unreadable_parts
 from .references import chat_references
 
 _CHAT_ONLY_ROLES = frozenset({"system", "developer", "tool", "function"})
@@ -42,6 +42,34 @@ def _unreadable(body: Mapping[str, Any]) -> list[tuple[str, str]]:
     return unreadable_parts(body.get("messages"), "messages", "content", _unreadable_part)
 
 
+def _view(body: Mapping[str, Any]) -> View:
+    """The body itself, with what a trim must leave as it is where it can: the prompt-cache prefix (up to the last
+    message carrying a ``cache_control`` breakpoint, on the message or one of its parts: LiteLLM sends them to
+    Claude; given up only when nothing else fits, and then the record's notes say ``cache_prefix_rewritten``), and
+    the latest turn's first assistant message when it carries ``thinking_blocks`` (Anthropic refuses a turn in
+    progress that does not open with its thinking; a tenth review found a trim that dropped it)."""
+    messages = body.get("messages")
+    if not isinstance(messages, list):
+        return View(body)
+    breakpoint_at, latest = -1, -1
+    for index, message in enumerate(messages):
+        if not isinstance(message, Mapping):
+            continue
+        content = message.get("content")
+        if message.get("cache_control") is not None or (isinstance(content, list) and any(
+                isinstance(part, Mapping) and part.get("cache_control") is not None for part in content)):
+            breakpoint_at = index
+        if message.get("role") == "user":
+            latest = index
+    opening = next((i for i in range(latest + 1, len(messages)) if isinstance(messages[i], Mapping)
+                    and messages[i].get("role") == "assistant"), None)
+    keep: frozenset[int] = frozenset()
+    if opening is not None and latest >= 0 and isinstance(blocks := messages[opening].get("thinking_blocks"), list) \
+            and blocks:
+        keep = frozenset({opening})
+    return View(body, protected=frozenset(range(breakpoint_at + 1)), keep=keep)
+
+
 def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:
     message = touched_item(body, "messages", action)
     if message is None:
@@ -59,7 +87,8 @@ SHAPE = ConversationShape(
     param="messages",
     output_param="max_tokens",
     detect=_detect,
-    view=View,
+    view=_view,
+    protected_note=CACHE_PREFIX_NOTE,
     problems=_problems,
     touched_content=_touched_content,
     unreadable=_unreadable,

@@ -43,6 +43,7 @@ from ..counting.parts import (
     unreadable_as_sent,
 )
 from ..counting.rendered import carried
+from ..counting.tools import with_examples
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .base import ConversationShape, Placed, View, place_notice, touched_item, unreadable_parts, view_decisions
@@ -120,7 +121,7 @@ def _tool(tool: Any) -> dict[str, Any]:
         function = {"name": str(tool.get("name", "")), "parameters": tool.get("parameters") or {}}
         if tool.get("description"):
             function["description"] = str(tool["description"])
-        return {"type": RESPONSES_FUNCTION, "function": function}
+        return {"type": RESPONSES_FUNCTION, "function": with_examples(function, tool)}
     # Built-in tools (web_search, file_search, mcp, computer_use...): the model sees a definition.
     name = str(tool.get("name") or tool.get("type") or "tool") if isinstance(tool, Mapping) else "tool"
     return {"type": RESPONSES_FUNCTION, "function": {"name": name, "description": canonical_json(tool)}}
@@ -160,6 +161,9 @@ def build_view(body: Mapping[str, Any]) -> View:
                 raise MalformedRequestError(f"{where}.role", f"expected one of {', '.join(_ROLES)}, got "
                                             f"{'another string' if isinstance(role, str) else type(role).__name__}")
             view = {"role": role, "content": _content(item.get("content"), f"{where}.content")}
+            parts = item.get("content")
+            if isinstance(parts, list) and any(isinstance(p, Mapping) and p.get("annotations") for p in parts):
+                no_edit.add(len(messages))  # citations index into its text: shortened, they would be lost
         elif kind == "function_call":
             call = {"id": str(item.get("call_id", "")), "type": "function",
                     "function": {"name": str(item.get("name", "")), "arguments": str(item.get("arguments", ""))}}

@@ -45,6 +45,7 @@ class TrimState(Versions, Removals):
                  no_edit: frozenset[int] = frozenset(), keep: frozenset[int] = frozenset(), *, room: int = 0) -> None:
         self.protected = protected
         self.no_edit = no_edit
+        self.keep = keep
         self.counter = counter
         self.messages = messages
         self.original_tokens = tuple(tokens)
