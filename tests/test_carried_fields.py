@@ -189,9 +189,13 @@ def test_an_assistant_s_reasoning_is_counted_under_either_name():
         assert counted(model, messages) >= tokens(PAGE), model
 
 
-def test_openrouter_s_reasoning_details_are_counted():
-    """Forwarded as they are, and OpenRouter takes them back as the model's reasoning."""
+def test_openrouter_s_reasoning_details_are_counted_once_beside_its_reasoning():
+    """Forwarded as they are, and OpenRouter takes them back as the model's reasoning; an answer sent back as
+    OpenRouter gave it carries the same text as ``reasoning`` too: the larger of the two is counted."""
     details = [{"type": "reasoning.text", "text": PAGE, "format": "anthropic-claude-v1", "index": 0}]
-    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ok", "reasoning_details": details},
-                {"role": "user", "content": "go on"}]
-    assert counted("openrouter/anthropic/claude-sonnet-4.5", messages) >= tokens(details)
+    model = "openrouter/anthropic/claude-sonnet-4.5"
+    alone = {"role": "assistant", "content": "ok", "reasoning_details": details}
+    both = {**alone, "reasoning": PAGE}
+    count_alone, count_both = (counted(model, [{"role": "user", "content": "hi"}, m, {"role": "user", "content": "go"}])
+                               for m in (alone, both))
+    assert count_alone >= tokens(details) and count_both == count_alone

@@ -106,3 +106,21 @@ def test_any_thinking_or_allowance_field_is_read_without_error(value, name):
     limits = limits_of("g", [{"model_name": "g", "litellm_params": {"model": "anthropic/claude-sonnet-4-5",
                                                                     name: value}}])
     assert limits.filled_output_tokens is None or limits.filled_output_tokens > 0
+
+
+def test_an_attempt_asks_for_more_output_only_with_a_client_s_larger_allowance():
+    """``attempts.asks_more_output``: a fallback entry's own ``max_tokens`` (merged by LiteLLM) is decided again; the
+    deployment's own parameters, odd ones included (Ollama's ``max_tokens: -1``), never are; embeddings never ask."""
+    from budget_hook.proxy.attempts import asks_more_output
+
+    chat, embeddings = SHAPES.get("chat"), SHAPES.get("embeddings")
+    gpt = ModelLimits(16_000, "test", "openai/gpt-4o")
+    base = {"model": "g", "messages": MESSAGES, "max_tokens": 100}
+    assert asks_more_output(chat, {**base, "max_tokens": 10_000}, gpt, 100, dict)
+    assert asks_more_output(chat, {**base, "max_tokens": True}, gpt, 100, dict)  # the client learns which field
+    assert not asks_more_output(chat, base, gpt, 100, dict)
+    operator = {"max_tokens": -1, "max_completion_tokens": 4_096}
+    assert not asks_more_output(chat, {**base, **operator}, gpt, 100, lambda: operator)
+    assert not asks_more_output(embeddings, {"input": "x", "max_tokens": 10_000}, gpt, 0, dict)
+    assert asks_more_output(chat, {**base, "thinking": {"type": "enabled", "budget_tokens": 30_000}, "max_tokens": None},
+                            CLAUDE, 8_192, dict)  # Claude's allowance is then the budget and 4,096

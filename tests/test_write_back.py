@@ -52,8 +52,18 @@ def test_a_trimmed_turn_in_progress_opens_with_its_thinking(steps, words, interl
     if decision.action != "trimmed":
         return
     messages = decision.request["messages"]
-    opening = thinking_opening(messages, current_turn_start(messages))
-    assert opening is not None and messages[opening]["content"][1]["id"] == "t0"
+    first = next(m for m in messages[current_turn_start(messages):] if m["role"] == "assistant")
+    assert first["content"][0]["type"] == "thinking"  # as Anthropic requires
+    if not interleaved:  # Claude thought at the first step only: that one stays
+        assert first["content"][1]["id"] == "t0"
+
+
+def test_only_a_turn_that_thought_once_with_thinking_on_keeps_its_opening():
+    thinking = {"type": "enabled", "budget_tokens": 1_024}
+    once, interleaved = loop(4, 5, False), loop(4, 5, True)
+    assert thinking_opening(once, 0, thinking) == 1
+    assert thinking_opening(interleaved, 0, thinking) is None  # every step opens with its own: any may leave
+    assert thinking_opening(once, 0, None) is None and thinking_opening(once, 0, {"type": "disabled"}) is None
 
 
 def test_the_notice_of_a_cut_inside_the_latest_turn_joins_its_question():
@@ -116,9 +126,23 @@ def test_the_chat_view_protects_the_cache_prefix_and_the_turn_s_thinking_opening
                 {"role": "assistant", "content": None, "thinking_blocks": [{"type": "thinking", "thinking": "t"}],
                  "tool_calls": [{"id": "c", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
                 {"role": "tool", "tool_call_id": "c", "content": "r"}]
-    view = CHAT.view({"messages": messages})
+    messages += [{"role": "assistant", "content": None, "tool_calls": [
+        {"id": "d", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "d", "content": "r"}]
+    view = CHAT.view({"messages": messages, "reasoning_effort": "low"})
     assert view.protected == frozenset({0, 1}) and view.keep == frozenset({4})
+    assert CHAT.view({"messages": messages}).keep == frozenset()  # thinking off: nothing to open with
     message_level = [{"role": "user", "content": "a", "cache_control": {"type": "ephemeral"}}, *messages[2:4]]
     assert CHAT.view({"messages": message_level}).protected == frozenset({0})
     assert CHAT.view({"messages": messages[2:4]}).protected == frozenset()
     assert CHAT.view({"messages": messages[:4]}).keep == frozenset()  # no turn in progress
+
+
+def test_a_notice_inside_a_protected_prefix_says_the_prefix_was_rewritten():
+    """The notice joins a thinking turn's question: bytes before a later breakpoint change, and the record says so."""
+    messages = loop(6, 60, False)
+    messages[2]["content"][0] = {**messages[2]["content"][0], "cache_control": {"type": "ephemeral"}}
+    body = {"max_tokens": 1_200, "thinking": {"type": "enabled", "budget_tokens": 1_024}, "messages": messages}
+    decision = decided("anthropic", body, 4_000)
+    assert decision.action == "trimmed" and "removed" in decision.request["messages"][0]["content"][-1]["text"]
+    assert "cache_prefix_rewritten" in decision.report.notes

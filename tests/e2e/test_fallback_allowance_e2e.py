@@ -29,10 +29,11 @@ def served(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fallback_allowance")
     upstream = start_fake_provider(folder, {"gpt-4o-16k": WINDOW})
 
-    def deployment(group: str, port: int) -> dict:
+    def deployment(group: str, port: int, **own: object) -> dict:
         return {"model_name": group, "model_info": {"max_input_tokens": WINDOW}, "litellm_params": {
-            "model": "openai/gpt-4o-16k", "api_base": f"http://127.0.0.1:{port}/v1", "api_key": "fake-key"}}
-    config = {"model_list": [deployment("flaky", free_port()), deployment("steady", upstream.port)],
+            "model": "openai/gpt-4o-16k", "api_base": f"http://127.0.0.1:{port}/v1", "api_key": "fake-key", **own}}
+    config = {"model_list": [deployment("flaky", free_port()), deployment("steady", upstream.port),
+                             deployment("unlimited", upstream.port, max_tokens=-1)],
               "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
               "router_settings": {"disable_cooldowns": True},
               "callback_settings": {"budget_hook": {}}}
@@ -79,3 +80,16 @@ def test_a_fallback_entry_s_larger_allowance_is_budgeted_for_the_fallback_call(s
         record = wait_for_record(proxy, call_id)
     [attempt] = record["decision"]["attempts"]
     assert attempt["model_group"] == "steady" and attempt["action"] == "trimmed"
+
+
+def test_an_operator_s_own_odd_allowance_is_no_client_s_to_fix(served):
+    """A deployment's ``max_tokens: -1`` (Ollama's "unlimited") reaches every attempt: it is the operator's, already
+    weighed with the group's limits, and never refuses a request (a review of the fix above: every request was)."""
+    proxy, upstream = served
+    marker = "e2e-operator-odd-allowance"
+    response = httpx.post(f"{proxy.base_url}/v1/chat/completions", timeout=60,
+                          headers={"authorization": f"Bearer {MASTER_KEY}"},
+                          json={"model": "unlimited", "messages": [{"role": "user", "content": f"hi [{marker}]"}]})
+    assert response.status_code == 200, response.text
+    [sent] = [p["body"] for p in upstream_payloads(upstream) if marker in json.dumps(p["body"])]
+    assert sent["max_tokens"] == -1

@@ -354,9 +354,10 @@ class TokenCounter:
         if blocks:  # LiteLLM sends an assistant message's thinking blocks back to Claude: count all they carry
             text += self.count_text(canonical_json(thinking))
             media += sum(sum(self._count_part(one, where)) for one in parts.thought_parts(thinking, profile.family))
-        if reasoning is not None and (not blocks or profile.family == "gemini"):
-            # sent as is (openai/, hosted_vllm/), as a Gemini thought part (beside the blocks' on LiteLLM 1.103)
-            text += self.count_text(reasoning if isinstance(reasoning, str) else canonical_json(reasoning))
+        # sent as is (openai/, hosted_vllm/), as a Gemini thought part (beside the blocks' on 1.103); OpenRouter's
+        said = self.count_text(reasoning if isinstance(reasoning, str) else canonical_json(reasoning)) \
+            if reasoning is not None and (not blocks or profile.family == "gemini") else 0  # details copy it: larger
+        text += max(said, self.count_text(canonical_json(d)) if (d := message.get("reasoning_details")) else 0)
         return framing + media, text
 
     def _count_call(self, function: Mapping[str, Any]) -> int:

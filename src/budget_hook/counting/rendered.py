@@ -166,14 +166,14 @@ CONTENT_FIELDS = ("compaction_blocks", "tool_results", "web_search_results", "se
 def carried_fields(message: Mapping[str, Any]) -> list[Any]:
     """What LiteLLM turns into content from a message's other fields: ``provider_specific_fields``' Claude
     ``compaction_blocks``, ``tool_results`` and ``web_search_results`` (sent as content blocks) and Gemini
-    ``server_side_tool_invocations`` (sent as ``toolCall``/``toolResponse`` parts), a tool result's
-    ``search_results`` (Bedrock Converse sends them instead of its content) and an assistant's ``reasoning_details``
-    (forwarded as they are: OpenRouter takes them back as the model's reasoning). Counted as their JSON; an attack
-    review (2026-12-06): 32 tokens counted, 11,912 sent to Claude; 21 and 11,969 to Gemini; 60 and 7,201 to Bedrock.
-    (Its other keys are not sent: a Claude answer's copy of its thinking blocks, sent back as is, is counted once.)"""
+    ``server_side_tool_invocations`` (sent as ``toolCall``/``toolResponse`` parts), and a tool result's
+    ``search_results`` (Bedrock Converse sends them instead of its content). Counted as their JSON; an attack review
+    (2026-12-06): 32 tokens counted, 11,912 sent to Claude; 21 and 11,969 to Gemini; 60 and 7,201 to Bedrock. (Its
+    other keys are not sent: a Claude answer's copy of its thinking blocks, sent back as is, is counted once.)"""
     found: list[Any] = []
     fields = message.get("provider_specific_fields")
     if isinstance(fields, Mapping):
         found += [fields[key] for key in CONTENT_FIELDS if fields.get(key) not in (None, "")]
-    found += [message[key] for key in ("search_results", "reasoning_details") if message.get(key) not in (None, "")]
+    if message.get("search_results") not in (None, ""):
+        found.append(message["search_results"])
     return found

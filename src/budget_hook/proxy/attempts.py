@@ -26,7 +26,7 @@ from dataclasses import replace
 from itertools import chain, compress
 from typing import Any, cast
 
-from ..budget import ModelLimits
+from ..budget import ModelLimits, requested_output_tokens
 from ..counting.rendered import PROMPT_FIELDS
 from ..counting.template_input import TEMPLATE_FIELDS
 from ..errors import MalformedRequestError
@@ -82,7 +82,8 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
         # a large content (a million token ids, 300,000 parts) is compared in the pool, as it was decided there
         large = sum(len(nodes[0]) for nodes in decided.content.values()) > INLINE_NODES
         same = await plugin.offloader.run(same_content, kwargs, pool=True) if large else same_content()
-        if same and covers(limits, decided.limits) and not asks_more_output(shape, kwargs, limits, decided.reserve):
+        if same and covers(limits, decided.limits) and not asks_more_output(shape, kwargs, limits, decided.reserve,
+                                                                              own):
             return None  # nothing differs: the first decision holds for this deployment
         # in the attempt's own format: LiteLLM may have translated the body on the way (a /v1/messages call to
         # an OpenAI deployment reaches it as a Responses call)
@@ -165,15 +166,25 @@ def reserved_output(decision: Decision) -> int | None:
     return reserve if isinstance(reserve, int) else None
 
 
-def asks_more_output(shape: Any, kwargs: Mapping[str, Any], limits: ModelLimits, reserved: int | None) -> bool:
-    """Does the attempt ask for more output than the decision reserved (``decider.output_asked`` on its own
-    fields, which a client's ``fallbacks`` entry may have changed: 10,000 sent where 100 was reserved), or for an
-    allowance the decision could not read? Fields merged from the deployment's own parameters count too; one
-    within the reserve changes nothing."""
-    if reserved is None or not hasattr(shape, "output_token_fields"):
+def asks_more_output(shape: Any, kwargs: Mapping[str, Any], limits: ModelLimits, reserved: int | None,
+                     own: Callable[[], Mapping[str, Any]]) -> bool:
+    """Does the attempt ask for more output than the decision reserved, or for an allowance it cannot read? Read on
+    the attempt's own fields (``decider.output_asked``), which a client's ``fallbacks`` entry may have changed (10,000
+    sent where 100 was reserved), but not on those the deployment's own parameters set (``own``: the decision's
+    limits reserved those, and an operator's odd value, such as Ollama's ``max_tokens: -1``, is no client's to fix).
+    A shape that reserves no output (embeddings) never asks."""
+    if reserved is None or not getattr(shape, "reserves_output", True):
         return False
+    operator = own()
+    fields = {name.split(".")[0] for name in shape.output_token_fields} | {"thinking", "reasoning_effort", "reasoning",
+                                                                          "extra_body"}
+    asked_for = {name: value for name, value in kwargs.items()
+                 if name not in fields or name not in operator or operator[name] != value}
     try:
-        asked, _ = output_asked(kwargs, shape, limits)
+        if shape.kind == "conversation":
+            asked, _ = output_asked(asked_for, shape, limits)
+        else:  # a prompt's allowance is its own (``decide_inputs`` fills none in)
+            asked = requested_output_tokens(asked_for, shape.output_token_fields)
     except MalformedRequestError:
         return True  # decided again: the client learns which field
     return (asked or 0) > reserved

@@ -122,7 +122,7 @@ def build_view(body: Mapping[str, Any]) -> View:
         view_messages.extend(parts)
         refs.extend([_Ref(index, block) for block in blocks])
     cache_prefix = frozenset(i for i, ref in enumerate(refs) if ref is not None and ref.message <= last_breakpoint)
-    opening = thinking_opening(native, current_turn)  # kept with its step: the turn must open with its thinking
+    opening = thinking_opening(native, current_turn, body.get("thinking"))  # kept: the turn opens with its thinking
     keep = frozenset(i for i, ref in enumerate(refs) if ref is not None and ref.message == opening)
     request = {**converted, "messages": view_messages}
     return View(request, tuple(refs), no_edit=frozenset(no_edit), protected=cache_prefix, keep=keep)

@@ -109,18 +109,23 @@ def rewritable_block(block: Any) -> bool:
     return kind in ("tool_use", "image")
 
 
-def thinking_opening(messages: list, start: int) -> int | None:
-    """The current turn's (from ``start``) first assistant message when it opens with a thinking block: Anthropic
-    refuses a turn in progress whose first assistant message does not ("Expected `thinking` or
-    `redacted_thinking`, but found `tool_use`"), so that message never leaves (a tenth review: a trim dropped it)."""
-    for index in range(start, len(messages)):
-        message = messages[index]
-        if isinstance(message, Mapping) and message.get("role") == "assistant":
-            content = message.get("content")
-            first = content[0] if isinstance(content, list) and content else None
-            return index if isinstance(first, Mapping) and first.get("type") in ("thinking", "redacted_thinking") \
-                else None
-    return None
+def thinking_opening(messages: list, start: int, thinking: Any) -> int | None:
+    """The current turn's (from ``start``) first assistant message when it alone opens with a thinking block and
+    ``thinking`` (the request's) is on: Claude without interleaved thinking thinks once, at a turn's first step, and
+    Anthropic refuses a turn in progress whose first assistant message does not open with it ("Expected `thinking` or
+    `redacted_thinking`, but found `tool_use`"), so that message never leaves (a tenth review: a trim dropped it).
+    An interleaved turn, whose every step opens with its thinking, needs none kept."""
+    if not (isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive")):
+        return None
+    steps = [i for i in range(start, len(messages)) if isinstance(messages[i], Mapping)
+             and messages[i].get("role") == "assistant"]
+    opens = [_opens_with_thinking(messages[i].get("content")) for i in steps]
+    return steps[0] if opens and opens[0] and not all(opens) else None
+
+
+def _opens_with_thinking(content: Any) -> bool:
+    first = content[0] if isinstance(content, list) and content else None
+    return isinstance(first, Mapping) and first.get("type") in ("thinking", "redacted_thinking")
 
 
 def _described(role: Any) -> str:

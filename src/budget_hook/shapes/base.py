@@ -240,7 +240,8 @@ class ConversationShape(Shape):
                 view_budget = replace(view_budget, budget=(cannot + over) // 2)
                 continue
             report = result.report
-            extra = notes + ((self.protected_note,) if protected_given_up else ())
+            rewrote = protected_given_up or (report.notice is not None and report.notice.rewrites_cache_prefix)
+            extra = notes + ((self.protected_note,) if rewrote else ())
             if extra:
                 report = replace(report, notes=report.notes + extra)
             if not report.changed:

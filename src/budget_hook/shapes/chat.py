@@ -61,13 +61,21 @@ def _view(body: Mapping[str, Any]) -> View:
             breakpoint_at = index
         if message.get("role") == "user":
             latest = index
-    opening = next((i for i in range(latest + 1, len(messages)) if isinstance(messages[i], Mapping)
-                    and messages[i].get("role") == "assistant"), None)
-    keep: frozenset[int] = frozenset()
-    if opening is not None and latest >= 0 and isinstance(blocks := messages[opening].get("thinking_blocks"), list) \
-            and blocks:
-        keep = frozenset({opening})
+    steps = [i for i in range(latest + 1, len(messages)) if isinstance(messages[i], Mapping)
+             and messages[i].get("role") == "assistant"]
+    thinks = [isinstance(blocks := messages[i].get("thinking_blocks"), list) and bool(blocks) for i in steps]
+    # the turn thought once, at its first step (not interleaved), with thinking on: that step stays
+    keep = frozenset(steps[:1]) if latest >= 0 and thinks and thinks[0] and not all(thinks) and _thinking_on(body) \
+        else frozenset()
     return View(body, protected=frozenset(range(breakpoint_at + 1)), keep=keep)
+
+
+def _thinking_on(body: Mapping[str, Any]) -> bool:
+    """Does the request ask Claude to think (``thinking``, or a ``reasoning_effort`` LiteLLM maps to it)?"""
+    thinking, effort = body.get("thinking"), body.get("reasoning_effort")
+    effort = effort.get("effort") if isinstance(effort, Mapping) else effort
+    return (isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive")) or \
+        effort not in (None, "none", "")
 
 
 def _touched_content(body: Mapping[str, Any], action: MessageAction) -> str:

@@ -34,6 +34,7 @@ class Removals:
     turn_of: list[int]
     latest_start: int
     keep: frozenset[int]
+    protected: frozenset[int]
     _notice_sizes: dict[tuple[int, int], int]
 
     def _restore_units(self, drops: Sequence[tuple[Unit, tuple[int, ...]]]) -> None:
@@ -146,14 +147,14 @@ class Removals:
         if not self.notice_tokens:
             return None
         first = min(a.index for a in self.actions.values() if a.action == "dropped")
-        head = self.latest_start
+        head, rewrites = self.latest_start, False
         if head < first and self.messages[head].get("role") == "user" and self.alive[head] and any(
                 self.alive[i] for i in self.keep if head < i < first):
             # a cut inside the latest turn after a message that never leaves (its opening thinking, ``View.keep``):
             # the notice follows the turn's question, so that step stays the turn's first (Anthropic refuses a
-            # turn in progress that does not open with its thinking)
-            first = head + 1
+            # turn in progress that does not open with its thinking), though it lands inside a protected prefix
+            first, rewrites = head + 1, any(i > head for i in self.protected)
         kept_before = [i for i in range(first) if self.alive[i]]
         return Notice(text=notice_text(self.dropped_messages, self.dropped_tokens),
                       after=kept_before[-1] if kept_before else None, position=len(kept_before),
-                      messages=self.dropped_messages, tokens=self.dropped_tokens)
+                      messages=self.dropped_messages, tokens=self.dropped_tokens, rewrites_cache_prefix=rewrites)

@@ -69,6 +69,8 @@ class Notice:
     position: int
     messages: int
     tokens: int
+    #: placed before a protected prompt-cache prefix ends (a thinking turn's question: ``Removals.finish_notice``)
+    rewrites_cache_prefix: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return {"messages": self.messages, "tokens": self.tokens}
