@@ -45,9 +45,9 @@ def _unreadable(body: Mapping[str, Any]) -> list[tuple[str, str]]:
 def _view(body: Mapping[str, Any]) -> View:
     """The body itself, with what a trim must leave as it is where it can: the prompt-cache prefix (up to the last
     message carrying a ``cache_control`` breakpoint, on the message or one of its parts: LiteLLM sends them to
-    Claude; given up only when nothing else fits, and then the record's notes say ``cache_prefix_rewritten``), and
-    the latest turn's first assistant message when it carries ``thinking_blocks`` (Anthropic refuses a turn in
-    progress that does not open with its thinking; a tenth review found a trim that dropped it)."""
+    Claude; given up only when nothing else fits, and then the record's notes say ``cache_prefix_rewritten``), and,
+    with thinking on, the latest turn's first assistant message when it alone carries ``thinking_blocks`` (Anthropic
+    refuses a turn in progress that does not open with its thinking; a tenth review found a trim that dropped it)."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         return View(body)
