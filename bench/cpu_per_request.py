@@ -3,6 +3,7 @@
     python bench/cpu_per_request.py                  # the table (about 12 minutes on 2 shared cores)
     python bench/cpu_per_request.py --only small,agent   # the workloads whose name starts with these
     python bench/cpu_per_request.py --memory         # start-up footprint and growth over 10,000 requests
+    python bench/cpu_per_request.py --hooks          # where the plugin's CPU goes: each hook, inside the proxy
     python bench/cpu_per_request.py --plugin-src /tmp/old/src   # and another version, in the same rounds
 
 Two litellm proxies, identical but for budget_hook, in front of one local fake provider. Each workload
@@ -17,6 +18,10 @@ goal (issue 25).
 Workloads: chat, an agent with tools (the router rebuilds ``tools`` per attempt), ``/v1/messages`` to an
 Anthropic deployment and ``/v1/responses``, each trimmed first time (a history never seen) and warm (the
 same history plus one message), and a 1M-token history that fits, cold and warm.
+
+``--hooks``: one proxy whose plugin measures itself (``bench/inproxy/timed_budget_hook.py``): the CPU time of each
+hook and of the decision, per request (the decision is inside the pre-call hook's figure when it runs inline, on the
+event loop; a large request's runs in the pool, apart).
 
 ``--memory``: each proxy's resident memory after a warm-up (the plugin's start-up footprint is the
 difference), then its growth over 10,000 distinct requests (agent turns with tools, trims, small chats).
@@ -338,6 +343,44 @@ def run_table(workdir: Path, rounds: int, per_round: int, big_per_round: int, on
     return rows
 
 
+def hooks(workdir: Path, per_round: int, only: str | None) -> None:
+    """The CPU time of each of the plugin's hooks and of the decision, per request, measured inside the proxy
+    (``bench/inproxy/timed_budget_hook.py``): where what the plugin adds goes."""
+    upstream = start_fake_provider(workdir, {"gpt-4o-big": 10**8, "claude-sonnet-4-5-big": 10**8}, record=False)
+    cfg = config(upstream.port, plugin=True)
+    cfg["litellm_settings"]["callbacks"] = "timed_budget_hook.plugin"
+    proxy = start(workdir / "timed", cfg, str(ROOT / "bench" / "inproxy"))
+    names = ("async_pre_call_hook", "decide", "async_pre_call_deployment_hook",
+             "async_post_call_response_headers_hook", "async_log_success_event")
+    try:
+        with httpx.Client(timeout=600) as client:
+            def totals() -> dict:
+                time.sleep(0.3)  # the success callbacks of the last request
+                response = client.get(proxy.base_url + "/budget_hook/bench/hooks")
+                return response.json()
+            print(f"CPU time per request inside the proxy (thread time), {per_round} requests per workload, "
+                  "after one round of warm-up")
+            print(f"{'request':58s} " + " ".join(f"{name.replace('async_', '')[:14]:>14s}" for name in names))
+            for workload in workloads(per_round, 1):
+                if only and not any(workload.name.startswith(one) or workload.route.endswith(one)
+                                    for one in only.split(",")):
+                    continue
+                send(client, proxy.base_url + workload.route,
+                     [json.dumps(b).encode() for b in workload.warm_up or workload.bodies(0)[:2]])
+                bodies = [json.dumps(b).encode() for b in workload.bodies(1)]
+                before = totals()
+                send(client, proxy.base_url + workload.route, bodies)
+                after = totals()
+                cells = []
+                for name in names:
+                    spent = after.get(name, {"seconds": 0.0})["seconds"] - before.get(name, {"seconds": 0.0})["seconds"]
+                    cells.append(f"{spent / len(bodies) * 1000:11.2f} ms")
+                print(f"{workload.name:58s} " + " ".join(cells), flush=True)
+    finally:
+        proxy.stop()
+        upstream.stop()
+
+
 def memory(workdir: Path, count: int) -> None:
     """Start-up footprint after a warm-up, and growth over ``count`` distinct requests."""
     upstream = start_fake_provider(workdir, {"gpt-4o-big": 10**8, "claude-sonnet-4-5-big": 10**8}, record=False)
@@ -389,6 +432,8 @@ def main() -> None:
     parser.add_argument("--only", help="workloads whose name starts with one of these (comma-separated), or "
                                        "whose route ends with it (messages, responses)")
     parser.add_argument("--memory", action="store_true", help="start-up footprint and growth instead of the table")
+    parser.add_argument("--hooks", action="store_true", help="CPU time of each hook and of the decision, per "
+                                                              "request, measured inside the proxy")
     parser.add_argument("--requests", type=int, default=10_000, help="--memory: distinct requests sent")
     parser.add_argument("--json", help="also write the table to this file")
     parser.add_argument("--plugin-src", help="also measure, in the same rounds, a third proxy whose plugin is "
@@ -398,6 +443,9 @@ def main() -> None:
     with TemporaryDirectory(prefix="budget_hook_cpu_") as folder:
         if args.memory:
             memory(Path(folder), args.requests)
+            return
+        if args.hooks:
+            hooks(Path(folder), args.per_round, args.only)
             return
         rows = run_table(Path(folder), args.rounds, args.per_round, args.big_per_round, args.only, args.plugin_src)
     if args.json:
