@@ -199,3 +199,51 @@ def test_openrouter_s_reasoning_details_are_counted_once_beside_its_reasoning():
     count_alone, count_both = (counted(model, [{"role": "user", "content": "hi"}, m, {"role": "user", "content": "go"}])
                                for m in (alone, both))
     assert count_alone >= tokens(details) and count_both == count_alone
+
+
+def test_web_search_options_litellm_sends_claude_as_a_tool_are_counted():
+    """A chat request's ``web_search_options`` reach Claude as LiteLLM's web search tool, its location with them (an
+    eleventh attack review: 21 tokens counted, 21,022 received by a 4,000-token deployment)."""
+    options = {"search_context_size": "low", "user_location": {"type": "approximate", "approximate": {"city": PAGE}}}
+    tool = litellm.AnthropicConfig().map_web_search_tool(copy(options))
+    assert tokens(tool) > 10_000  # LiteLLM does send the location
+    request = {"messages": [{"role": "user", "content": "weather?"}], "web_search_options": options}
+    assert TokenCounter.for_model("anthropic/claude-sonnet-4-5").count_request(request).total >= tokens(tool)
+    assert TokenCounter.for_model("gpt-4o").count_request(request).total >= tokens(PAGE)
+    empty = {"messages": [{"role": "user", "content": "weather?"}], "web_search_options": {}}  # still a tool
+    assert TokenCounter.for_model("anthropic/claude-sonnet-4-5").count_request(empty).total > \
+        TokenCounter.for_model("anthropic/claude-sonnet-4-5").count_request({"messages": empty["messages"]}).total
+
+
+@pytest.mark.parametrize("where", ["property", "items", "variant", "parameters"])
+def test_a_tool_schema_s_defaults_are_counted_wherever_they_stand(where):
+    """OpenAI's harmony format writes a parameter's default beside it (``// default: ...``), templates that write the
+    schema as JSON write every one; an eleventh review sent one of 27,000 tokens counted as 84, and a review of the
+    fix found those under an array's items, a variant or the parameters themselves still uncounted."""
+    from budget_hook.counting.tools import schema_defaults
+
+    value = {"type": "string", "default": PAGE}
+    schema = {"property": {"type": "object", "properties": {"query": value}},
+              "items": {"type": "object", "properties": {"paths": {"type": "array", "items": value}}},
+              "variant": {"type": "object", "properties": {"q": {"anyOf": [value, {"type": "null"}]}}},
+              "parameters": {"type": "object", "default": {"query": PAGE}, "properties": {}}}[where]
+    assert tokens(PAGE) <= tokens(schema_defaults([{"name": "f", "parameters": schema}]))
+    request = {"messages": [{"role": "user", "content": "hi"}],
+               "tools": [{"type": "function", "function": {"name": "f", "parameters": schema}}]}
+    for model in ("gpt-4o", "gpt-3.5-turbo"):  # with and without the newer models' unrendered text
+        assert TokenCounter.for_model(model).count_request(request).total >= tokens(PAGE), model
+
+
+def test_a_responses_schema_s_name_and_description_are_counted():
+    """``text.format``'s description is read by the model as chat's ``response_format`` one is; the conversion for
+    counting kept only the schema (an eleventh review: 20 tokens counted, 18,018 sent)."""
+    from budget_hook.budget import ModelLimits
+    from budget_hook.pipeline import BudgetRequest, decide
+    from budget_hook.policy import load_settings
+    from budget_hook.shapes import SHAPES
+
+    body = {"max_output_tokens": 100, "input": "name a colour", "text": {"format": {
+        "type": "json_schema", "name": "colour", "description": PAGE, "schema": {"type": "object"}}}}
+    decision = decide(BudgetRequest(SHAPES.get("responses"), body, "g", ModelLimits(8000, "test", "gpt-4o")),
+                      load_settings({}))
+    assert decision.action == "blocked" and decision.tokens_before >= tokens(PAGE)

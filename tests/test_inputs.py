@@ -125,3 +125,29 @@ def test_the_batching_providers_are_litellms():
 
     litellms = {*litellm.openai_text_completion_compatible_providers, "text-completion-openai", "azure_text"}
     assert litellms == BATCHED_PROMPT_PROVIDERS
+
+
+COMPLETION = TokenCounter.for_model("gpt-3.5-turbo-instruct")
+
+
+@pytest.mark.parametrize("body", [{"prompt": ["a", "b"], "suffix": "tail " * 50},
+                                  {"prompt": ["a", "b"], "extra_body": {"suffix": "tail " * 50}}])
+def test_a_completions_suffix_is_counted_with_every_prompt(body):
+    """The text after the insertion point is read with each prompt (an eleventh review: 21,000 tokens counted as 0)."""
+    from budget_hook.shapes.inputs import shared_tokens
+
+    shared = shared_tokens(body, ("suffix",), COMPLETION)
+    assert shared >= 50
+    alone = check_inputs(body["prompt"], field="prompt", counter=COMPLETION, limit=1000).tokens
+    assert check_inputs(body["prompt"], field="prompt", counter=COMPLETION, limit=1000, shared=shared).tokens == \
+        tuple(t + shared for t in alone)
+
+
+@pytest.mark.parametrize("body, field", [({"suffix": 3}, "suffix"), ({"extra_body": {"suffix": ["x"]}},
+                                                                     "extra_body.suffix")])
+def test_a_suffix_that_is_not_text_names_its_field(body, field):
+    from budget_hook.shapes.inputs import shared_tokens
+
+    with pytest.raises(MalformedRequestError) as caught:
+        shared_tokens({"prompt": "a", **body}, ("suffix",), COMPLETION)
+    assert caught.value.field == field

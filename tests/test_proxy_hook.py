@@ -10,6 +10,7 @@ import asyncio
 import copy
 import json
 import logging
+from types import SimpleNamespace
 
 import pytest
 from litellm.proxy._types import UserAPIKeyAuth
@@ -818,6 +819,57 @@ def test_an_attempt_on_a_deployment_the_router_no_longer_lists_uses_its_groups_w
     plugin.model_limits = lambda group: ModelLimits(2000, "test", "gpt-4o")  # the attempt's group is smaller
     trimmed = asyncio.run(plugin.async_pre_call_deployment_hook(attempt_kwargs(out, "small"), "acompletion"))
     assert trimmed is not None and len(trimmed["messages"]) < len(out["messages"])
+
+
+def test_an_attempt_s_deployment_is_the_router_s_and_the_other_metadata_only_lowers_its_window():
+    """LiteLLM's router writes an attempt's deployment into ``metadata`` for chat, embeddings and text completions and
+    into ``litellm_metadata`` for every other call; the other key may be the client's. An eleventh attack review: a
+    chat body's ``litellm_metadata``, read first, named a 20,000-token group and another team on
+    ``/queue/chat/completions``. The router's key names the deployment (else the first decision's holds); the other
+    may only lower a known window, to that of a deployment the router lists."""
+    from budget_hook.proxy.attempts import attempt_limits
+    from budget_hook.proxy.route_guard import KnownTeams, _caller, router_metadata_key
+
+    assert {router_metadata_key(c) for c in ("acompletion", "aembedding", "atext_completion")} == {"metadata"}
+    assert {router_metadata_key(c) for c in ("aanthropic_messages", "aresponses", "agenerate_content")} == \
+        {"litellm_metadata"}
+    plugin = BudgetHookPlugin(load_settings({"log_to_stderr": False}))
+    windows = {"big": 200_000, "small": 4000, "tiny": 1000}
+    listed = {"big\x00dep-big", "small\x00dep-small", "tiny\x00dep-tiny"}
+    plugin.deployment_windows.lookup = lambda key: ModelLimits(windows[key.split("\x00")[0]], "t", "gpt-4o") \
+        if key in listed else None
+    plugin.model_limits = lambda group: ModelLimits(windows.get(group, 4000), "t", "gpt-4o")  # type: ignore[method-assign]
+    routed = {"model_info": {"id": "dep-small"}, "deployment_model_name": "small", "user_api_key_hash": "h",
+              "user_api_key_team_id": "team-7f3a"}
+    for forged_id, forged_group in (("forged", "big"), ("dep-big", "big")):  # unknown, or a real but larger one
+        forged = {"model_info": {"id": forged_id}, "deployment_model_name": forged_group,
+                  "user_api_key_hash": "forged", "user_api_key_team_id": "team-nobody"}
+        for call_type, kwargs in (("acompletion", {"litellm_metadata": forged, "metadata": routed}),
+                                  ("agenerate_content", {"metadata": forged, "litellm_metadata": routed})):
+            group, limits = attempt_limits(plugin, kwargs, router_metadata_key(call_type))
+            assert (group, limits.window) == ("small", 4000), (forged_id, call_type)
+    # the other key only lowers a known window, to a listed deployment's: never the group (its policy, its counter)
+    tighter = {"model_info": {"id": "dep-tiny"}, "deployment_model_name": "tiny"}
+    group, limits = attempt_limits(plugin, {"litellm_metadata": tighter, "metadata": routed}, "metadata")
+    assert (group, limits.window) == ("small", 1000)
+    unknown = ("first", ModelLimits(None, "t", "gpt-4o"))  # the first decision's, when the router's key names none
+    assert attempt_limits(plugin, {"litellm_metadata": tighter}, "metadata", unknown) == unknown
+    first = ("first", ModelLimits(200_000, "t", "gpt-4o"))  # an inner call: the outer call's deployment lowers it
+    group, limits = attempt_limits(plugin, {"litellm_metadata": routed}, "metadata", first)
+    assert (group, limits.window) == ("first", 4000)
+    chat = {"litellm_metadata": {"user_api_key_hash": "forged", "user_api_key_team_id": "team-nobody"},
+            "metadata": routed}
+    caller = _caller(chat, router_metadata_key("acompletion"))
+    assert (caller.team_id, caller.team_alias, caller.token) == ("team-7f3a", None, "h")
+    # a team's alias and metadata: only as the proxy authenticated the team (a UserAPIKeyAuth), never as written
+    teams = KnownTeams(size=2)
+    teams.note(SimpleNamespace(team_id="team-7f3a", team_alias="lax", team_metadata=None))  # not the proxy's object
+    assert _caller(chat, "metadata", teams).team_alias is None
+    teams.note(UserAPIKeyAuth(api_key="sk-x", team_id="team-7f3a", team_alias="strict"))
+    assert _caller(chat, "metadata", teams).team_alias == "strict"
+    for index in range(3):  # bounded: the oldest team goes first
+        teams.note(UserAPIKeyAuth(api_key="sk-x", team_id=f"team-{index}", team_alias=f"t{index}"))
+    assert teams.get("team-7f3a") == (None, None) and teams.get("team-2")[0] == "t2"
 
 
 def test_an_attempt_is_budgeted_by_the_metadata_the_router_writes_for_its_route():

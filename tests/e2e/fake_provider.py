@@ -13,7 +13,8 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a rea
 * answers 500 when the last user message contains ``FAIL_UPSTREAM`` (to exercise failure callbacks), and
   always for a model whose name ends in ``-down`` (to exercise router fallbacks), after the window check;
 * streams (SSE) when asked, with a final usage chunk;
-* also serves ``/v1/embeddings`` (each input against the window), ``/v1/responses`` (items, with
+* also serves the legacy ``/v1/completions`` (each prompt, with the ``suffix`` it is sent with, against the window),
+  ``/v1/embeddings`` (each input against the window), ``/v1/responses`` (items, with
   ``function_call``/``function_call_output`` pairing, and a built-in tool's: ``custom_tool_call_output``...;
   with ``previous_response_id`` an output whose call is
   not in ``input`` is accepted, as the server holds the earlier items; streamed as the Responses API's
@@ -232,6 +233,8 @@ class Handler(BaseHTTPRequestHandler):
             return self._anthropic(body)
         if path.endswith("/embeddings"):
             return self._embeddings(body)
+        if path.endswith("/completions") and not path.endswith("/chat/completions"):
+            return self._completions(body)
         if path.endswith("/responses"):
             return self._responses(body)
         if path.endswith("/responses/compact"):  # a compaction pass: checked like a turn, answered unstreamed
@@ -468,6 +471,31 @@ def _embeddings(self, body: dict) -> None:
     return None
 
 
+def _completions(self, body: dict) -> None:
+    """OpenAI's legacy completions: each prompt is its own request, read with the ``suffix`` (the insertion's far
+    side) and the completion's allowance against the window."""
+    model = body.get("model")
+    if model not in MODELS:
+        return self._error(404, f"The model `{model}` does not exist.", "model_not_found")
+    value = body.get("prompt")
+    prompts = [value] if isinstance(value, str) else value if isinstance(value, list) else []
+    reserve = body.get("max_tokens") or 16
+    window = MODELS[model]
+    counts = [billed(_count_strings(prompt, body.get("suffix"))) for prompt in prompts]
+    for count in counts:
+        if count + reserve > window:
+            _stat("rejected_window")
+            return self._error(400, f"This model's maximum context length is {window} tokens, however you requested "
+                               f"{count + reserve} tokens ({count} in your prompt; {reserve} for the completion). "
+                               f"Please reduce your prompt; or completion length.", "context_length_exceeded", "prompt")
+    _stat("accepted")
+    choices = [{"text": " ok", "index": i, "logprobs": None, "finish_reason": "stop"} for i in range(len(prompts))]
+    self._send(200, {"id": f"cmpl-{uuid.uuid4().hex[:12]}", "object": "text_completion", "created": int(time.time()),
+                     "model": model, "choices": choices, "usage": {"prompt_tokens": sum(counts), "completion_tokens": 1,
+                                                                    "total_tokens": sum(counts) + 1}})
+    return None
+
+
 def _responses(self, body: dict) -> None:
     model = body.get("model")
     if model not in MODELS:
@@ -613,6 +641,7 @@ Handler._cohere = _cohere
 Handler._anthropic = _anthropic
 Handler._count_tokens = _count_tokens
 Handler._embeddings = _embeddings
+Handler._completions = _completions
 Handler._responses = _responses
 Handler._gemini = _gemini
 

@@ -120,6 +120,12 @@ def serve_config(folder: Path, config: dict, upstream: Process):
     upstream.stop()
 
 
+def post(proxy: Process, path: str, body: dict, *, timeout: float = 60) -> httpx.Response:
+    """``body`` POSTed as JSON to the proxy's ``path`` with the master key."""
+    return httpx.post(f"{proxy.base_url}{path}", json=body, timeout=timeout,
+                      headers={"authorization": f"Bearer {MASTER_KEY}"})
+
+
 def upstream_payloads(upstream: Process) -> list[dict]:
     lines = upstream.extra["record"].read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]

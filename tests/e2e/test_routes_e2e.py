@@ -177,6 +177,40 @@ def test_the_priority_queue_is_budgeted_per_attempt(proxy, upstream):
     assert len(assert_within_windows(upstream, "e2e-q-trim")) == 1
 
 
+FORGED = {"model_info": {"id": "forged"}, "deployment_model_name": "codex", "model_group": "codex",
+          "user_api_key_hash": "forged-hash", "user_api_key_team_id": "team-nobody"}
+
+
+def test_a_client_s_litellm_metadata_never_names_the_queue_attempt_s_deployment(proxy, upstream):
+    """The router writes a chat attempt's deployment into ``metadata``; a chat body's own ``litellm_metadata`` is the
+    client's. An eleventh attack review: read first, it named the 20,000-token group for the 4,000-token deployment
+    (9,069 tokens forwarded, the record saying ``codex``, ``pass``)."""
+    response = post(proxy, "/queue/chat/completions", {
+        "model": "small", "priority": 0, "max_tokens": 50, "litellm_metadata": FORGED,
+        "messages": [{"role": "user", "content": long_text("e2e-q-forged")}]})
+    assert response.status_code == 400 and "context_length_exceeded" in response.text, response.text[:500]
+    assert sent(upstream, "e2e-q-forged]") == []
+
+
+@pytest.mark.parametrize("key, forged", [("sk-strict-by-id", True), ("sk-strict", False)])
+def test_a_team_s_cap_holds_on_the_queue(proxy, upstream, key, forged):
+    """A team's ``max_input_tokens`` (1,500) applies to a queued request of ~3,000 tokens to a 20,000-token group,
+    whether a forged ``litellm_metadata`` names another team (forwarded before) or the team is matched by its alias
+    (LiteLLM writes no alias on this route: the team as the proxy authenticated it on another route is used)."""
+    seen = post(proxy, "/v1/chat/completions", {"model": "codex", "max_tokens": 5,
+                                                "messages": [{"role": "user", "content": "hi"}]},
+                headers={"authorization": f"Bearer {key}"})
+    assert seen.status_code == 200, seen.text[:300]
+    marker = f"e2e-q-cap-{key}"
+    body = {"model": "codex", "priority": 0, "max_tokens": 50,
+            "messages": [{"role": "user", "content": long_text(marker, words=3000)}]}
+    if forged:
+        body["litellm_metadata"] = FORGED
+    response = post(proxy, "/queue/chat/completions", body, headers={"authorization": f"Bearer {key}"})
+    assert response.status_code == 400, response.text[:500]
+    assert sent(upstream, f"{marker}]") == []
+
+
 # --- the Gemini pass-through: the model is in the URL -----------------------------------------------------
 
 GEMINI = "/gemini/v1beta/models/learnlm-1.5-pro-experimental"

@@ -12,10 +12,9 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 
-from .harness import MASTER_KEY, payloads_with, serve_config, start_fake_provider, wait_for_record
+from .harness import payloads_with, post, serve_config, start_fake_provider, wait_for_record
 
 pytestmark = pytest.mark.e2e
 WINDOW = 16000
@@ -47,11 +46,6 @@ def proxy(tmp_path_factory):
         "callback_settings": {"budget_hook": {}},
     }
     yield from serve_config(folder, config, upstream)
-
-
-def post(process, route: str, body: dict) -> httpx.Response:
-    return httpx.post(f"{process.base_url}{route}", json=body, timeout=60,
-                      headers={"authorization": f"Bearer {MASTER_KEY}"})
 
 
 def test_a_chat_calls_stored_prompt_is_filled_in_before_the_check_and_counted(proxy):

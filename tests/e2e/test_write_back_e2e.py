@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
 
-from .harness import MASTER_KEY, serve_config, start_fake_provider, upstream_payloads, wait_for_record
+from .harness import payloads_with, post, serve_config, start_fake_provider, wait_for_record
 
 pytestmark = pytest.mark.e2e
 WINDOW = 4000
@@ -35,15 +34,6 @@ def served(tmp_path_factory):
         "callback_settings": {"budget_hook": {}},
     }
     yield from serve_config(folder, config, upstream)
-
-
-def post(proxy, route: str, body: dict) -> httpx.Response:
-    return httpx.post(f"{proxy.base_url}{route}", json=body, timeout=60,
-                      headers={"authorization": f"Bearer {MASTER_KEY}"})
-
-
-def sent(upstream, marker: str) -> list[dict]:
-    return [p["body"] for p in upstream_payloads(upstream) if marker in json.dumps(p["body"])]
 
 
 def thinking_loop(marker: str) -> list[dict]:
@@ -89,7 +79,7 @@ def test_a_trimmed_tool_loop_still_opens_with_its_thinking(served, route):
             "messages": loop if route == "/v1/messages" else as_chat(loop)}
     response = post(proxy, route, body)
     assert response.status_code == 200, response.text
-    [payload] = sent(upstream, marker)
+    [payload] = payloads_with(upstream, marker)
     messages = payload["messages"]
     assert len(messages) < len(loop)  # trimmed: later steps left, the first one stayed
     first = next(m for m in messages if m["role"] == "assistant")
@@ -115,7 +105,7 @@ def test_a_compacted_result_never_sends_a_search_result_twice(served):
             {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"s{step}", "content": inner}]}]
     response = post(proxy, "/v1/messages", {"model": "claude", "max_tokens": 1000, "messages": messages})
     assert response.status_code == 200, response.text
-    [payload] = sent(upstream, marker)
+    [payload] = payloads_with(upstream, marker)
     for message in payload["messages"]:
         for block in message["content"] if isinstance(message["content"], list) else []:
             if block.get("type") != "tool_result" or not isinstance(block.get("content"), list):
@@ -146,7 +136,7 @@ def test_a_chat_prompt_cache_breakpoint_stays_when_later_messages_can_make_room(
                      {"role": "tool", "tool_call_id": f"c{step}", "content": f"{step} {OUTPUT}"}]
     response = post(proxy, "/v1/chat/completions", {"model": "claude", "max_tokens": 1000, "messages": messages})
     assert response.status_code == 200, response.text
-    [payload] = sent(upstream, marker)
+    [payload] = payloads_with(upstream, marker)
     [result] = [b for m in payload["messages"] if isinstance(m["content"], list) for b in m["content"]
                 if b.get("type") == "tool_result" and b["tool_use_id"] == "c0"]
     assert result["content"][0]["cache_control"] == {"type": "ephemeral"} and OUTPUT in result["content"][0]["text"]
@@ -173,7 +163,7 @@ def test_cited_text_keeps_its_citations_or_leaves_whole(served):
                                                    "content": f"r{step} {lines}"[:2500]}]}]
     response = post(proxy, "/v1/messages", {"model": "claude", "max_tokens": 500, "messages": messages})
     assert response.status_code == 200, response.text
-    [payload] = sent(upstream, marker)
+    [payload] = payloads_with(upstream, marker)
     assert payload["messages"][1] == {"role": "assistant", "content": answer}
     record = wait_for_record(proxy, response.headers["x-litellm-call-id"])
     assert record["decision"]["action"] == "trimmed"

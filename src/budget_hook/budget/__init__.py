@@ -6,6 +6,7 @@
 
 from .compute import (
     OUTPUT_TOKEN_FIELDS,
+    THINKING_FIELDS,
     Budget,
     BudgetCheck,
     BudgetPolicy,
@@ -17,6 +18,6 @@ from .compute import (
 )
 from .windows import ModelLimits, lookup_max_input_tokens
 
-__all__ = ["OUTPUT_TOKEN_FIELDS", "Budget", "BudgetCheck", "BudgetPolicy", "ModelLimits", "compute_budget",
-           "lookup_max_input_tokens", "requested_output_tokens", "safety_margin",
+__all__ = ["OUTPUT_TOKEN_FIELDS", "THINKING_FIELDS", "Budget", "BudgetCheck", "BudgetPolicy", "ModelLimits",
+           "compute_budget", "lookup_max_input_tokens", "requested_output_tokens", "safety_margin",
            "thinking_output_tokens", "with_output_tokens"]

@@ -132,6 +132,9 @@ def with_output_tokens(request: Mapping[str, Any], fields: tuple[str, ...], valu
     return result
 
 
+#: the fields that ask for thinking, each of which LiteLLM may turn into an output allowance
+#: (``thinking_output_tokens``; read on every attempt by ``proxy.attempts.asks_more_output``)
+THINKING_FIELDS = ("thinking", "reasoning_effort", "reasoning")
 #: the thinking budget LiteLLM gives Claude for each ``reasoning_effort``
 #: (``DEFAULT_REASONING_EFFORT_*_THINKING_BUDGET``; the Responses API's ``reasoning.effort`` reaches it so)
 EFFORT_THINKING_BUDGETS = {"minimal": 1024, "low": 1024, "medium": 2048, "high": 4096, "xhigh": 8192, "max": 16384}
@@ -146,14 +149,14 @@ def thinking_output_tokens(request: Mapping[str, Any]) -> int | None:
     budget read. An attack review (2026-12-06): a budget of 30,000 sent 34,096 where 8,192 was reserved."""
     budgets = []
     for _, source in with_extra_body(request):
-        thinking = source.get("thinking")
+        thinking = source.get(THINKING_FIELDS[0])
         if isinstance(thinking, Mapping) and thinking.get("type") in (None, "enabled", "adaptive"):
             # adaptive thinking on a model without it is sent as the medium effort's budget (LiteLLM 1.108)
             budget = _tokens(thinking.get("budget_tokens")) or (EFFORT_THINKING_BUDGETS["medium"]
                                                                if thinking.get("type") == "adaptive" else 0)
             if budget:
                 budgets.append(budget)
-        for effort in (source.get("reasoning_effort"), source.get("reasoning")):
+        for effort in (source.get(name) for name in THINKING_FIELDS[1:]):
             effort = effort.get("effort") if isinstance(effort, Mapping) else effort  # {"effort": "max"} as well
             if isinstance(effort, str) and effort in EFFORT_THINKING_BUDGETS:
                 budgets.append(EFFORT_THINKING_BUDGETS[effort])

@@ -453,9 +453,9 @@ class TokenCounter:
         if profile.tools_rendering == "json":
             raw += sum(self.count_text(tool_json(f, profile.tools_json)) for f in functions)
         else:
-            raw += self.count_text(render_functions(functions)) + 9
-            if profile.tokens_per_function:  # newer models' prompts carry more of the schema
-                raw += self.count_text(unrendered_text(functions))
+            # every default; newer models' prompts carry more of the schema
+            raw += self.count_text(render_functions(functions)) + 9 + \
+                self.count_text(unrendered_text(functions, newer=bool(profile.tokens_per_function)))
         if responses and profile.family == "openai":
             overhead, per_function = profile.responses_tools_overhead, profile.responses_tokens_per_function
         else:

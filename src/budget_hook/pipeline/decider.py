@@ -48,7 +48,7 @@ from ..learning import Calibration, count_band, needs_provider_count
 from ..policy import PluginSettings, ResolvedPolicy, load_metadata_layer
 from ..shapes import ConversationShape, InputsShape
 from ..shapes.chat import SHAPE as CHAT
-from ..shapes.inputs import check_inputs
+from ..shapes.inputs import check_inputs, shared_tokens
 from ..trimming.elsewhere import TrimElsewhere
 from .bounds import body_problem
 from .decision import Action, BlockKind, BlockReason, Decision, shadowed
@@ -434,7 +434,8 @@ def decide_inputs(
             limit, terms = budget.budget, budget.as_dict()
         result = check_inputs(request.get(name), field=name, counter=counter, limit=limit,
                               truncate=embedding and policy.truncate_embedding_inputs,
-                              joined=not embedding and limits.joins_prompts)
+                              joined=not embedding and limits.joins_prompts,
+                              shared=shared_tokens(request, shape.shared_fields, counter))
     except ContextBudgetError as exc:
         message = f"model group {model_group!r}: {exc}"
         return context.blocked(BlockReason("output_reserve", message, {"model_group": model_group, **exc.facts}))

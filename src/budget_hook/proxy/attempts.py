@@ -26,7 +26,7 @@ from dataclasses import replace
 from itertools import chain, compress
 from typing import Any, cast
 
-from ..budget import ModelLimits, requested_output_tokens
+from ..budget import THINKING_FIELDS, ModelLimits, requested_output_tokens
 from ..counting.rendered import PROMPT_FIELDS
 from ..counting.template_input import TEMPLATE_FIELDS
 from ..errors import MalformedRequestError
@@ -40,8 +40,8 @@ from .feedback import deployment_id
 from .labels import labelled
 from .offload import OTHER_CHARS_PER_CHAR, other_size
 from .outcomes import log_internal
-from .route_guard import undecided_attempt
-from .windows import covers, deployment_params, with_learned_window
+from .route_guard import attempt_deployment, router_metadata_key, undecided_attempt
+from .windows import covers, deployment_params
 
 #: how many attempts a record keeps (the last ones)
 ATTEMPTS_KEPT = 10
@@ -75,8 +75,8 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
     try:
         # no router metadata on the call (LiteLLM's generateContent adapter makes its inner completion without
         # it): a deployment of the group first decided for, under that decision's limits
-        group, limits = attempt_limits(plugin, kwargs, shape.metadata_key) or (decided.request.model_group,
-                                                                               decided.limits)
+        group, limits = cast(tuple[str, ModelLimits], attempt_limits(
+            plugin, kwargs, router_metadata_key(call_type), (decided.request.model_group, decided.limits)))
         def same_content() -> bool:
             return all(unchanged(kwargs.get(f), decided.content.get(f)) for f in compared_fields(shape))
         # a large content (a million token ids, 300,000 parts) is compared in the pool, as it was decided there
@@ -176,8 +176,7 @@ def asks_more_output(shape: Any, kwargs: Mapping[str, Any], limits: ModelLimits,
     if reserved is None or not getattr(shape, "reserves_output", True):
         return False
     operator = own()
-    fields = {name.split(".")[0] for name in shape.output_token_fields} | {"thinking", "reasoning_effort", "reasoning",
-                                                                          "extra_body"}
+    fields = {name.split(".")[0] for name in shape.output_token_fields} | {*THINKING_FIELDS, "extra_body"}
     asked_for = {name: value for name, value in kwargs.items()
                  if name not in fields or name not in operator or operator[name] != value}
     try:
@@ -221,22 +220,11 @@ def unchanged(sent: Any, decided: Nodes | None) -> bool:
     return all(all(map(operator.is_, nodes[i:i + CHUNK], held[i:i + CHUNK])) for i in range(0, len(nodes), CHUNK))
 
 
-def attempt_limits(plugin: Any, kwargs: Mapping[str, Any], first: str = "metadata") -> tuple[str, ModelLimits] | None:
-    """The group and limits of the deployment this attempt goes to (from the router's own metadata: ``first``, the
-    key the router writes for the call's shape, before the other, which a client may write on its routes)."""
-    for key in (first, "litellm_metadata" if first == "metadata" else "metadata"):
-        metadata = kwargs.get(key)
-        if not isinstance(metadata, Mapping) or not isinstance(metadata.get("model_info"), Mapping):
-            continue
-        deployment_id = metadata["model_info"].get("id")
-        group = metadata.get("deployment_model_name") or metadata.get("model_group")
-        if isinstance(deployment_id, str) and isinstance(group, str):
-            limits = plugin.deployment_windows.get(f"{group}\x00{deployment_id}")
-            # a deployment the router no longer lists: the smallest window of its group
-            limits = limits if limits is not None else plugin.model_limits(group)
-            window = plugin.learning.window([deployment_id]) if plugin.settings.learning.enabled else None
-            return group, with_learned_window(limits, window)
-    return None
+def attempt_limits(plugin: Any, kwargs: Mapping[str, Any], key: str = "metadata",
+                   fallback: tuple[str, ModelLimits] | None = None) -> tuple[str, ModelLimits] | None:
+    """The group and limits of the deployment this attempt goes to (``route_guard.attempt_deployment``: ``key``, where
+    the router writes for the call, else ``fallback``; the other key may only lower the window)."""
+    return attempt_deployment(plugin, kwargs, key, fallback)
 
 
 def note_attempt(records: Any, call_id: Any, group: str, decision: Decision) -> None:

@@ -66,7 +66,7 @@ from .offload import Offloader
 from .outcomes import log_internal, log_outcome, note_overflow, snapshot
 from .provider_count import ProviderCounter, decide_with_provider_count
 from .records import Decided, RecordStore, attach_record
-from .route_guard import install_path_context, note_a2a_caller, pass_through_model, refused_call
+from .route_guard import KnownTeams, install_path_context, note_a2a_caller, pass_through_model, refused_call
 from .shared import SharedLearning, litellm_redis
 from .windows import (
     WindowCache,
@@ -238,6 +238,7 @@ class BudgetHookPlugin(CustomLogger):
         self.windows: WindowCache[ModelLimits] = WindowCache(_router_limits)
         #: per call id: its record, and what its attempts are checked against (``records.Decided``)
         self.records: RecordStore[DecisionRecord] = RecordStore()
+        self.teams = KnownTeams()  # for the routes whose attempts name a team by its id alone (``route_guard``)
         self.deployment_windows: WindowCache[ModelLimits | None] = WindowCache(_router_deployment_limits)
         self.offloader = Offloader(threads=settings.counting_threads, offload_chars=settings.offload_chars)
         self.learning = SharedLearning(settings.learning, redis=lambda: litellm_redis(_router(), litellm))
@@ -316,6 +317,7 @@ class BudgetHookPlugin(CustomLogger):
         decision: Decision | None = None
         try:
             caller = caller_of(user_api_key_dict)
+            self.teams.note(user_api_key_dict)
             limits, calibration = await self._learned(
                 self.model_limits(group) if in_map is None else limits_from_router(None, in_map), caller)
             chain = await self.chains.lookup(shape, data)  # what the provider holds for previous_response_id

@@ -41,8 +41,10 @@ from __future__ import annotations
 import contextlib
 import posixpath
 import re
+from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from contextvars import ContextVar
+from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any
 from urllib.parse import unquote
@@ -51,6 +53,7 @@ from ..pipeline.bounds import operator_prompt_parameters
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, UNREAD_MODEL_CALL_TYPES, Shape
 from .errors import unread_route_error
 from .routes import REFUSED, classify
+from .windows import with_learned_window
 
 #: the call type of LiteLLM's router-model pass-through (``llm_router.allm_passthrough_route``)
 ROUTER_PASS_THROUGH = "allm_passthrough_route"
@@ -271,10 +274,70 @@ def _path_shape(path: str, body: Mapping[str, Any]) -> Shape | None:
     return None
 
 
+#: the call types whose router attempts carry the router's metadata under ``metadata`` (its ``_acompletion``,
+#: ``_aembedding`` and ``_atext_completion``); every other call the router makes (``_ageneric_api_call_with_fallbacks``:
+#: Messages, Responses, Gemini's generateContent) carries it under ``litellm_metadata``
+#: (``router_utils.batch_utils.get_router_metadata_variable_name``, LiteLLM 1.103 to 1.108).
+_METADATA_CALL_TYPES = frozenset({"acompletion", "completion", "aembedding", "embedding", "atext_completion",
+                                  "text_completion"})
+
+
+def router_metadata_key(call_type: Any) -> str:
+    """Where the router writes an attempt's deployment (``model_info``, ``deployment_model_name``) for ``call_type``."""
+    return "metadata" if getattr(call_type, "value", call_type) in _METADATA_CALL_TYPES else "litellm_metadata"
+
+
+def _metadata_keys(key: str | None) -> tuple[str, ...]:
+    """Where a router attempt's caller may be, ``key`` (``router_metadata_key``) first; None: a pass-through's
+    kwargs, which hold no field of the client's body."""
+    if key is None:
+        return "litellm_metadata", "metadata"
+    return key, "metadata" if key == "litellm_metadata" else "litellm_metadata"
+
+
+def _named_deployment(metadata: Any) -> tuple[str, str] | None:
+    """The (group, deployment id) a router metadata names, if it names one."""
+    if not isinstance(metadata, Mapping) or not isinstance(metadata.get("model_info"), Mapping):
+        return None
+    deployment_id = metadata["model_info"].get("id")
+    group = metadata.get("deployment_model_name") or metadata.get("model_group")
+    return (group, deployment_id) if isinstance(deployment_id, str) and isinstance(group, str) and group else None
+
+
+def attempt_deployment(plugin: Any, kwargs: Mapping[str, Any], key: str,
+                       fallback: tuple[str, Any] | None = None) -> tuple[str, Any] | None:
+    """The group and limits of the deployment a router attempt goes to: from the router's own metadata (``key``,
+    ``router_metadata_key``), else ``fallback`` (the first decision's). An eleventh attack review: a chat body's own
+    ``litellm_metadata``, read first, named a 20,000-token group for a 4,000-token deployment on
+    ``/queue/chat/completions`` (9,069 tokens forwarded). The other key, which a client may write (a chat body's
+    ``litellm_metadata``, a Gemini body's ``metadata``) and in which LiteLLM's inner calls carry the outer call's (a
+    ``/v1/messages`` call bridged to a chat deployment), may only lower a known window, to that of a deployment the
+    router lists: never choose the group, its policy or its counter, nor replace an unknown window (a review of the
+    first fix: a listed deployment of a group in shadow mode, or one counted with another tokenizer, let requests
+    through)."""
+    own = _named_deployment(kwargs.get(key))
+    if own is not None:
+        group, deployment_id = own
+        limits = plugin.deployment_windows.get(f"{group}\x00{deployment_id}")
+        # a deployment the router no longer lists: the smallest window of its group
+        limits = limits if limits is not None else plugin.model_limits(group)
+        learned = plugin.learning.window([deployment_id]) if plugin.settings.learning.enabled else None
+        fallback = group, with_learned_window(limits, learned)
+    if fallback is None:
+        return None
+    other = _named_deployment(kwargs.get("metadata" if key == "litellm_metadata" else "litellm_metadata"))
+    listed = plugin.deployment_windows.get(f"{other[0]}\x00{other[1]}") if other is not None else None
+    group, limits = fallback
+    if listed is not None and listed.window is not None and limits.window is not None \
+            and listed.window < limits.window:
+        limits = replace(limits, window=listed.window, source=listed.source)
+    return group, limits
+
+
 def _routed_group(kwargs: Mapping[str, Any]) -> str | None:
-    """The model group of a router attempt (the router's own metadata), None outside the router."""
-    for key in ("litellm_metadata", "metadata"):
-        metadata = kwargs.get(key)
+    """The model group a router pass-through's metadata names, None outside the router."""
+    for name in _metadata_keys(None):
+        metadata = kwargs.get(name)
         if isinstance(metadata, Mapping) and isinstance(metadata.get("model_info"), Mapping):
             group = metadata.get("deployment_model_name") or metadata.get("model_group")
             if isinstance(group, str) and group:
@@ -282,20 +345,49 @@ def _routed_group(kwargs: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _caller(kwargs: Mapping[str, Any]) -> Any:
-    """The caller as the proxy authenticated it: its ``UserAPIKeyAuth`` in the attempt's metadata (an object no
-    JSON body can forge), else the key fields the proxy itself writes there."""
-    for key in ("litellm_metadata", "metadata"):
-        metadata = kwargs.get(key)
+class KnownTeams:
+    """Teams as the proxy authenticated them (a ``UserAPIKeyAuth``, which no JSON body can forge): each one's alias and
+    metadata by its id, the last ``size`` seen. For the routes whose attempts carry a team's id alone
+    (``/queue/chat/completions``: LiteLLM writes no alias there, and a team alias or metadata in that metadata would
+    be the client's), so that a policy matched by the team's alias applies there too (an eleventh attack review: a
+    team's 1,500-token cap did not); a team seen on no other route since the proxy started is known by its id only."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self.size = size
+        self._teams: OrderedDict[str, tuple[str | None, Mapping[str, Any] | None]] = OrderedDict()
+
+    def note(self, auth: Any) -> None:
+        if type(auth).__name__ != "UserAPIKeyAuth":  # the object the proxy's authentication made, nothing else
+            return
+        team_id, alias, metadata = (getattr(auth, name, None) for name in ("team_id", "team_alias", "team_metadata"))
+        if isinstance(team_id, str) and team_id:
+            self._teams[team_id] = (alias if isinstance(alias, str) else None,
+                                    metadata if isinstance(metadata, Mapping) else None)
+            self._teams.move_to_end(team_id)
+            while len(self._teams) > self.size:
+                self._teams.popitem(last=False)
+
+    def get(self, team_id: Any) -> tuple[str | None, Mapping[str, Any] | None]:
+        return self._teams.get(team_id, (None, None)) if isinstance(team_id, str) else (None, None)
+
+
+def _caller(kwargs: Mapping[str, Any], key: str | None = None, teams: KnownTeams | None = None) -> Any:
+    """The caller as the proxy authenticated it: its ``UserAPIKeyAuth`` in the attempt's metadata, an object no JSON
+    body can forge, else the key fields the proxy itself writes there, with the team's alias and metadata as the proxy
+    authenticated the team elsewhere (``teams``); the router's own key first (``key``: a chat body's
+    ``litellm_metadata``, read first, named another team, whose cap did not apply), the other only without them."""
+    for name in _metadata_keys(key):
+        metadata = kwargs.get(name)
         if not isinstance(metadata, Mapping):
             continue
         auth = metadata.get("user_api_key_auth")
         if auth is not None and not isinstance(auth, Mapping) and hasattr(auth, "team_id"):
             return auth
         if "user_api_key_hash" in metadata or "user_api_key_team_id" in metadata:
-            return SimpleNamespace(team_id=metadata.get("user_api_key_team_id"), team_alias=None,
-                                   key_alias=metadata.get("user_api_key_alias"),
-                                   token=metadata.get("user_api_key_hash"), team_metadata=None,
+            team_id = metadata.get("user_api_key_team_id")
+            team_alias, team_metadata = teams.get(team_id) if teams is not None else (None, None)
+            return SimpleNamespace(team_id=team_id, team_alias=team_alias, key_alias=metadata.get("user_api_key_alias"),
+                                   token=metadata.get("user_api_key_hash"), team_metadata=team_metadata,
                                    metadata=metadata.get("user_api_key_metadata"))
     return None
 
@@ -313,8 +405,9 @@ async def undecided_attempt(plugin: Any, kwargs: dict[str, Any], call_type: Any,
     deployment, whose prompt parameters are the operator's, not the client's (``bounds.operator_prompt_parameters``)."""
     if call_type == ROUTER_PASS_THROUGH:
         return await _pass_through_attempt(plugin, kwargs, error_type)
-    shape, group = SHAPES.for_call_type(call_type), _routed_group(kwargs)
-    model, caller = kwargs.get("model"), _caller(kwargs)
+    shape, key = SHAPES.for_call_type(call_type), router_metadata_key(call_type)
+    routed = attempt_deployment(plugin, kwargs, key) if shape is not None else None
+    group, model, caller = routed[0] if routed else None, kwargs.get("model"), _caller(kwargs, key, plugin.teams)
     if group is None and isinstance(model, str) and model and _A2A_ROUTE_MATCH(_ROUTE.get() or ""):
         # an agent's model, called by the A2A completion bridge outside the router, for the A2A request's caller
         group, caller = model, caller or _A2A_CALLER.get()

@@ -20,6 +20,7 @@ from ..counting.parts import citations, document_parts, image_part
 from ..counting.rendered import carried
 from ..counting.tools import with_examples
 from ..errors import MalformedRequestError
+from ..trimming.structure import thought_once_step
 
 #: ``json.dumps(value, ensure_ascii=False)``, without building an encoder per call
 _ARGUMENTS = json.JSONEncoder(ensure_ascii=False)
@@ -111,19 +112,15 @@ def rewritable_block(block: Any) -> bool:
 
 def thinking_opening(messages: list, start: int, thinking: Any) -> int | None:
     """The current turn's (from ``start``) first assistant message when it alone opens with a thinking block and
-    ``thinking`` (the request's) is on: Claude without interleaved thinking thinks once, at a turn's first step, and
-    Anthropic refuses a turn in progress whose first assistant message does not open with it ("Expected `thinking` or
-    `redacted_thinking`, but found `tool_use`"), so that message never leaves (a tenth review: a trim dropped it).
-    An interleaved turn, whose every step opens with its thinking, needs none kept."""
+    ``thinking`` (the request's) is on (``trimming.structure.thought_once_step``: Anthropic answers "Expected
+    `thinking` or `redacted_thinking`, but found `tool_use`" to a turn in progress without it)."""
     if not (isinstance(thinking, Mapping) and thinking.get("type") in ("enabled", "adaptive")):
         return None
-    steps = [i for i in range(start, len(messages)) if isinstance(messages[i], Mapping)
-             and messages[i].get("role") == "assistant"]
-    opens = [_opens_with_thinking(messages[i].get("content")) for i in steps]
-    return steps[0] if opens and opens[0] and not all(opens) else None
+    return thought_once_step(messages, start, _opens_with_thinking)
 
 
-def _opens_with_thinking(content: Any) -> bool:
+def _opens_with_thinking(message: Mapping[str, Any]) -> bool:
+    content = message.get("content")
     first = content[0] if isinstance(content, list) and content else None
     return isinstance(first, Mapping) and first.get("type") in ("thinking", "redacted_thinking")
 

@@ -295,12 +295,15 @@ class InputsShape(Shape):
     field: str = "input"
     #: does the model produce output inside the same window (completions) or not (embeddings)
     reserves_output: bool = True
+    #: text fields every input is sent with, counted in each one (completions' ``suffix``: ``inputs.shared_tokens``)
+    shared_fields: tuple[str, ...] = ()
 
     @property
     def kind(self) -> Literal["conversation", "inputs"]:
         return "inputs"
 
     def count(self, body: Mapping[str, Any], counter: TokenCounter) -> int:
-        from .inputs import count_inputs
+        from .inputs import count_inputs, shared_tokens
 
-        return sum(count_inputs(body.get(self.field), field=self.field, counter=counter))
+        shared = shared_tokens(body, self.shared_fields, counter)
+        return sum(count_inputs(body.get(self.field), field=self.field, counter=counter, shared=shared))

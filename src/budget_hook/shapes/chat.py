@@ -13,7 +13,7 @@ from ..budget import OUTPUT_TOKEN_FIELDS
 from ..counting import canonical_json
 from ..counting.parts import unreadable_as_sent
 from ..trimming import MessageAction, message_text
-from ..trimming.structure import pairing_problems
+from ..trimming.structure import pairing_problems, thought_once_step
 from .base import CACHE_PREFIX_NOTE, ConversationShape, View, touched_item, unreadable_parts
 from .references import chat_references
 
@@ -61,13 +61,15 @@ def _view(body: Mapping[str, Any]) -> View:
             breakpoint_at = index
         if message.get("role") == "user":
             latest = index
-    steps = [i for i in range(latest + 1, len(messages)) if isinstance(messages[i], Mapping)
-             and messages[i].get("role") == "assistant"]
-    thinks = [isinstance(blocks := messages[i].get("thinking_blocks"), list) and bool(blocks) for i in steps]
     # the turn thought once, at its first step (not interleaved), with thinking on: that step stays
-    keep = frozenset(steps[:1]) if latest >= 0 and thinks and thinks[0] and not all(thinks) and _thinking_on(body) \
-        else frozenset()
-    return View(body, protected=frozenset(range(breakpoint_at + 1)), keep=keep)
+    opening = thought_once_step(messages, latest + 1, _shows_thinking) if latest >= 0 and _thinking_on(body) else None
+    return View(body, protected=frozenset(range(breakpoint_at + 1)),
+                keep=frozenset(() if opening is None else (opening,)))
+
+
+def _shows_thinking(message: Mapping[str, Any]) -> bool:
+    blocks = message.get("thinking_blocks")
+    return isinstance(blocks, list) and bool(blocks)
 
 
 def _thinking_on(body: Mapping[str, Any]) -> bool:
@@ -91,7 +93,7 @@ SHAPE = ConversationShape(
     routes=("/chat/completions", "/v1/chat/completions"),
     metadata_key="metadata",
     output_token_fields=OUTPUT_TOKEN_FIELDS,
-    content_fields=("messages", "tools", "functions", "response_format", "tool_choice"),
+    content_fields=("messages", "tools", "functions", "response_format", "tool_choice", "web_search_options"),
     param="messages",
     output_param="max_tokens",
     detect=_detect,

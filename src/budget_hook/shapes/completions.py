@@ -31,6 +31,7 @@ SHAPE = InputsShape(
     detect=_detect,
     field="prompt",
     reserves_output=True,
+    shared_fields=("suffix",),
     # litellm.text_completion hands prompt_id to completion(), which fills the stored prompt in after both hooks
     prompt_fields=("prompt_id",),
 )

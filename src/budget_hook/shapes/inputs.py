@@ -18,10 +18,12 @@ lists of token ids. Token ids count as themselves (one token each). Anything els
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
 from ..counting import TokenCounter
+from ..counting.rendered import with_extra_body
 from ..errors import MalformedRequestError
 
 
@@ -118,16 +120,38 @@ def _truncate(item: Any, counter: TokenCounter, limit: int, counted: int) -> tup
     return text, size
 
 
-def count_inputs(value: Any, *, field: str, counter: TokenCounter) -> list[int]:
-    """The tokens of each input (raises ``MalformedRequestError`` naming the field for a bad shape)."""
+def count_inputs(value: Any, *, field: str, counter: TokenCounter, shared: int = 0) -> list[int]:
+    """The tokens of each input, each with the ``shared`` tokens it is sent with (``shared_tokens``; raises
+    ``MalformedRequestError`` naming the field for a bad shape)."""
     items, _ = _split(value, field)
-    return [_count(item, counter) for item in items]
+    return [_count(item, counter) + shared for item in items]
+
+
+def shared_tokens(body: Mapping[str, Any], fields: tuple[str, ...], counter: TokenCounter) -> int:
+    """The tokens of the text every input is sent with (``InputsShape.shared_fields``: a completion's ``suffix``, the
+    text after the insertion point, which the provider reads as prompt), at the top level or in ``extra_body``
+    (LiteLLM merges it into the body); an attack review (2026-12-07) sent a 21,000-token suffix counted as nothing. A
+    value that is not text raises ``MalformedRequestError`` naming the field."""
+    total = 0
+    for prefix, source in with_extra_body(body):
+        for name in fields:
+            value = source.get(name)
+            if value is None:
+                continue
+            if not isinstance(value, str):
+                raise MalformedRequestError(f"{prefix}{name}", f"expected a string, got {type(value).__name__}")
+            total += _count(value, counter)
+    return total
 
 
 def check_inputs(value: Any, *, field: str, counter: TokenCounter, limit: int, truncate: bool = False,
-                 joined: bool = False) -> InputsResult:
+                 joined: bool = False, shared: int = 0) -> InputsResult:
+    """``shared``: the tokens every input is sent with (``shared_tokens``), counted in each one's tokens. ``truncate``
+    cuts inputs sent alone (embeddings: ``shared`` is 0)."""
+    if truncate and shared:
+        raise ValueError("inputs sent with shared text are never truncated")
     items, single = _split(value, field)
-    tokens = [_count(item, counter) for item in items]
+    tokens = [_count(item, counter) + shared for item in items]
     over = tuple(OverLimit(None if single else i, t, t - limit) for i, t in enumerate(tokens) if t > limit)
     if joined and len(items) > 1 and all(isinstance(item, str) for item in items):
         profile = counter.profile

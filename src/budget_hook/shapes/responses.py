@@ -223,7 +223,10 @@ def build_view(body: Mapping[str, Any]) -> View:
     text = body.get("text")
     text_format = text.get("format") if isinstance(text, Mapping) else None
     if isinstance(text_format, Mapping) and text_format.get("type") == "json_schema":
-        request["response_format"] = {"type": "json_schema", "json_schema": {"schema": text_format.get("schema")}}
+        # the whole format, as chat's ``response_format`` holds it: its name and description are read by the model
+        # (an attack review, 2026-12-07: a description of 18,000 tokens was counted as nothing)
+        request["response_format"] = {"type": "json_schema", "json_schema": {
+            key: value for key, value in text_format.items() if key != "type"}}
     # A function_call_output whose call is not in ``input`` answers a call the server holds (a continuation
     # with ``previous_response_id``): it must reach the model, so it is never dropped.
     calls = {pairing[0] for item in items

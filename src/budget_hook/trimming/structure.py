@@ -19,7 +19,7 @@ Contract: pure functions over a list of OpenAI chat messages (already validated 
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,6 +49,17 @@ def latest_turn_start(messages: Sequence[Mapping[str, Any]]) -> int:
         if messages[index].get("role") == "user":
             return index
     return 0
+
+
+def thought_once_step(messages: Sequence[Any], start: int, thinks: Callable[[Mapping[str, Any]], bool]) -> int | None:
+    """The first assistant step of the turn from ``start`` when that step alone shows its thinking (``thinks``; the
+    request asks for thinking: the caller's check). Claude without interleaved thinking thinks once, at a turn's first
+    step, and Anthropic refuses a turn in progress whose first step does not open with it (a tenth review: a trim
+    dropped it), so that step never leaves. A turn whose every step thinks (interleaved) needs none kept."""
+    steps = [i for i in range(start, len(messages)) if isinstance(messages[i], Mapping)
+             and messages[i].get("role") == "assistant"]
+    shown = [thinks(messages[i]) for i in steps]
+    return steps[0] if shown and shown[0] and not all(shown) else None
 
 
 def is_result(message: Mapping[str, Any]) -> bool:
