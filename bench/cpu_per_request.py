@@ -21,7 +21,7 @@ same history plus one message), and a 1M-token history that fits, cold and warm.
 
 ``--hooks``: one proxy whose plugin measures itself (``bench/inproxy/timed_budget_hook.py``): the CPU time of each
 hook and of the decision, per request (the decision is inside the pre-call hook's figure when it runs inline, on the
-event loop; a large request's runs in the pool, apart).
+event loop; a large request's runs in the pool, apart), and of tiktoken inside the decision (``encode``).
 
 ``--memory``: each proxy's resident memory after a warm-up (the plugin's start-up footprint is the
 difference), then its growth over 10,000 distinct requests (agent turns with tools, trims, small chats).
@@ -350,7 +350,7 @@ def hooks(workdir: Path, per_round: int, only: str | None) -> None:
     cfg = config(upstream.port, plugin=True)
     cfg["litellm_settings"]["callbacks"] = "timed_budget_hook.plugin"
     proxy = start(workdir / "timed", cfg, str(ROOT / "bench" / "inproxy"))
-    names = ("async_pre_call_hook", "decide", "async_pre_call_deployment_hook",
+    names = ("async_pre_call_hook", "decide", "encode", "async_pre_call_deployment_hook",
              "async_post_call_response_headers_hook", "async_log_success_event")
     try:
         with httpx.Client(timeout=600) as client:

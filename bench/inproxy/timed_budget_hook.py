@@ -1,17 +1,20 @@
 """The budget_hook plugin with the CPU time of each of its hooks measured inside the proxy (``--hooks`` of
 ``bench/cpu_per_request.py``): loaded by the proxy as the callback ``timed_budget_hook.plugin``.
 
-Each hook's CPU time, and that of the decision itself (``decide``: inline or in the pool), is the CPU time of the
-thread that runs it (``time.thread_time``), summed per name; ``GET /budget_hook/bench/hooks`` answers the sums and
-counts so far. CPU time, not wall time: what other threads or processes run meanwhile is not counted.
+Each hook's CPU time, that of the decision itself (``decide``: inline or in the pool) and that of every tokenization
+(``encode``: tiktoken's share of the decision), is the CPU time of the thread that runs it (``time.thread_time``),
+summed per name; ``GET /budget_hook/bench/hooks`` answers the sums and counts so far. CPU time, not wall time: what
+other threads or processes run meanwhile is not counted.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
+import budget_hook.counting.encodings as encodings
 import budget_hook.proxy.hook as hook
 from budget_hook.proxy.hook import plugin
 
@@ -40,18 +43,19 @@ for _name in ("async_pre_call_hook", "async_pre_call_deployment_hook", "async_po
               "async_log_success_event"):
     _timed_hook(_name)
 
-_decide = hook.decide
+def _timed(name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    def timed(*args: Any, **kwargs: Any) -> Any:
+        started = time.thread_time()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _add(name, time.thread_time() - started)
+    return timed
 
 
-def _timed_decide(*args: Any, **kwargs: Any) -> Any:
-    started = time.thread_time()
-    try:
-        return _decide(*args, **kwargs)
-    finally:
-        _add("decide", time.thread_time() - started)
-
-
-hook.decide = _timed_decide
+hook.decide = _timed("decide", hook.decide)
+# tiktoken's share of the decision (``SafeEncoding.encode_ordinary`` looks ``safe_encode`` up on every call)
+encodings.safe_encode = _timed("encode", encodings.safe_encode)
 
 
 async def _totals() -> dict:
