@@ -270,6 +270,54 @@ def test_inlining_references_reads_a_bounded_number_of_entries():
     assert CountingDict.read <= 2 * tools.MAX_STEPS
 
 
+def _ref_chain(levels: int, fan: int = 2) -> dict:
+    """A schema whose definitions each refer ``fan`` times to the next: its inlined copies double per level."""
+    defs = {f"d{i}": CountingDict({f"p{j}": CountingDict({"$ref": f"#/$defs/d{i + 1}"}) for j in range(fan)})
+            for i in range(levels)}
+    defs[f"d{levels}"] = CountingDict(type="string")
+    return CountingDict(type="object", properties=CountingDict(x=CountingDict({"$ref": "#/$defs/d0"})),
+                        **{"$defs": CountingDict(defs)})
+
+
+def test_a_request_s_tools_share_one_bound_on_inlining_references():
+    """An attack review (2026-12-07): six tools of 5 KB, each just under the walk's bound alone, held the event
+    loop 78 ms; the bound was per schema. A request's tools (and its response schemas) now share one."""
+    from budget_hook.counting import tools
+
+    CountingDict.read = 0
+    assert tools.inlined_tokens(_ref_chain(12), len) < tools.INLINED_CAP  # one alone is under the bound
+    alone = CountingDict.read
+    assert alone > tools.MAX_STEPS // 4
+    CountingDict.read = 0
+    assert tools.inlined_tokens([_ref_chain(12) for _ in range(6)], len) == tools.INLINED_CAP
+    assert CountingDict.read <= 2 * tools.MAX_STEPS
+    counter = TokenCounter.for_model("gpt-4o")
+    six = [{"name": f"f{i}", "parameters": _ref_chain(12)} for i in range(6)]
+    CountingDict.read = 0
+    assert counter._count_functions_uncached(six) >= tools.INLINED_CAP
+    assert CountingDict.read <= 3 * tools.MAX_STEPS  # the schemas' own rendering reads each entry once more
+
+
+def test_references_that_nest_send_a_small_body_to_the_pool_and_a_typical_schema_stays_inline():
+    """LiteLLM inlines every ``$ref``, so a schema's references weigh ``REF_WEIGHT`` each: 23 of them in 810 bytes
+    (copies doubling per level) took 6.7 ms on the event loop; a pydantic tool with a few nested models stays."""
+    offloader = Offloader(threads=1, offload_chars=50_000)
+    nested = {"model": "g", "messages": [{"role": "user", "content": "hi"}],
+              "tools": [{"type": "function", "function": {"name": "f", "parameters": json.loads(json.dumps(
+                  _ref_chain(11)))}}]}
+    assert len(json.dumps(nested)) < 1_000 and not offloader.inline(nested)
+    pydantic = {"type": "object", "properties": {"address": {"$ref": "#/$defs/Address"},
+                                                 "items": {"type": "array", "items": {"$ref": "#/$defs/Item"}}},
+                "$defs": {"Address": {"type": "object", "properties": {"city": {"type": "string"}}},
+                          "Item": {"type": "object", "properties": {"sku": {"type": "string"},
+                                                                    "price": {"$ref": "#/$defs/Money"}}},
+                          "Money": {"type": "object", "properties": {"amount": {"type": "number"}}}}}
+    typical = {"model": "g", "messages": [{"role": "user", "content": "order a lamp"}],
+               "tools": [{"type": "function", "function": {"name": f"tool_{i}", "parameters": pydantic}}
+                         for i in range(3)]}
+    assert offloader.inline(typical)
+
+
 def test_one_call_repeated_with_each_of_its_results_is_tokenized_once(monkeypatch):
     """Cohere v1 sends a tool call again with each of its results: a 25 KB call with 60 results was tokenized 60 times
     (86 ms of the event loop; minutes of a pool thread for a 1 MB body). It is counted once, times its results."""

@@ -487,5 +487,5 @@ def test_the_gateway_s_own_block_never_teaches_a_window():
     assert asyncio.run(learn_from_error(learning, kwargs, blocked)) is None
     assert learning.windows.window(["dep"]) is None
     passed = SimpleNamespace(action="pass", learnable=True, estimate_forwarded=9008, attempts=(), teacher=None,
-                             quotes_overflow=False, routed_by_client=False)
+                             quotes_overflow=False, routed_by_client=False, client_beta=False)
     assert asyncio.run(learn_from_error(learning, kwargs, passed))["window"] == 1600

@@ -39,7 +39,8 @@ OPENAI_OVERFLOW = ("This model's maximum context length is {w} tokens. However, 
 
 def record(**fields):
     values = dict(action="pass", learnable=True, proves_window=True, estimate_forwarded=5000, attempts=(),
-                  teacher="key:a", quotes_overflow=False, metrics_group="open", routed_by_client=False)
+                  teacher="key:a", quotes_overflow=False, metrics_group="open", routed_by_client=False,
+                  client_beta=False)
     return SimpleNamespace(**{**values, **fields})
 
 

@@ -22,6 +22,10 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a rea
   ``tool_use``/``tool_result`` pairing checked like the real API, and roles that must alternate: two
   ``user`` or two ``assistant`` messages in a row are a 400 ``invalid_request_error``; with ``thinking`` on, a
   turn in progress whose first assistant message does not open with its thinking block is the real API's 400).
+  A Claude model whose name ends in ``-1m`` serves its window only to a request whose ``anthropic-beta`` header
+  holds ``context-1m-2025-08-07``, and 200,000 tokens to any other, as Anthropic serves Claude Sonnet 4 and 4.5.
+  A Claude model whose name ends in ``-calls-tools`` answers a request with tools and no ``tool_result`` yet with a
+  call of its first tool (to drive a server-side tool loop: LiteLLM's MCP gateway runs the tool and calls again).
 
 * serves the providers' token-counting endpoints, counting exactly as the generate endpoint bills:
   Anthropic ``POST /v1/messages/count_tokens`` -> ``{"input_tokens": N}``, OpenAI ``POST
@@ -214,7 +218,8 @@ class Handler(BaseHTTPRequestHandler):
         _stat("requests")
         if RECORD_PATH:
             with RECORD_LOCK, open(RECORD_PATH, "a", encoding="utf-8") as record:
-                record.write(json.dumps({"path": self.path, "body": body, "time": time.time()}) + "\n")
+                beta = {"anthropic_beta": self.headers["anthropic-beta"]} if "anthropic-beta" in self.headers else {}
+                record.write(json.dumps({"path": self.path, "body": body, "time": time.time(), **beta}) + "\n")
         path = self.path.split("?", 1)[0].rstrip("/")  # routed by path; Gemini and Azure send a query
         if path.endswith(("/messages/count_tokens", "/responses/input_tokens", ":countTokens")):
             return self._count_tokens(path, body)
@@ -415,6 +420,9 @@ def _anthropic(self, body: dict) -> None:
         return error(400, "invalid_request_error", problem)
     prompt = anthropic_prompt(body)
     window = MODELS[model]
+    betas = [item.strip() for item in (self.headers.get("anthropic-beta") or "").split(",")]
+    if model.endswith("-1m") and "context-1m-2025-08-07" not in betas:
+        window = min(window, 200_000)  # the long window needs the beta header
     max_tokens = int(body.get("max_tokens") or 0)
     if prompt > window:
         return error(400, "invalid_request_error", f"prompt is too long: {prompt} tokens > {window} maximum")
@@ -425,6 +433,12 @@ def _anthropic(self, body: dict) -> None:
     message_id = f"msg_{uuid.uuid4().hex[:12]}"
     text = f"ok: {len(messages)} messages, {prompt} input tokens"
     usage = {"input_tokens": prompt, "output_tokens": 8}
+    answered = any(isinstance(b, dict) and b.get("type") == "tool_result" for m in messages if isinstance(m, dict)
+                   for b in (m.get("content") if isinstance(m.get("content"), list) else []))
+    if model.endswith("-calls-tools") and body.get("tools") and not answered and not body.get("stream"):
+        call = {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:12]}", "name": body["tools"][0]["name"], "input": {}}
+        return self._send(200, {"id": message_id, "type": "message", "role": "assistant", "model": model,
+                                 "content": [call], "stop_reason": "tool_use", "stop_sequence": None, "usage": usage})
     if body.get("stream"):
         self.send_response(200)
         self.send_header("content-type", "text/event-stream")

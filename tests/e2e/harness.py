@@ -107,23 +107,24 @@ def start_fake_provider(workdir: Path, models: dict[str, int], *, record: bool =
     return Process(popen, stderr_path, int(line.split()[1]), {"record": record_path})
 
 
-def serve_config(folder: Path, config: dict, upstream: Process):
-    """A module's proxy: ``config`` written as ``folder/litellm_config.yaml``, a proxy started on it; yields
-    ``(proxy, upstream)`` and stops both by PID (use as ``yield from`` in a fixture)."""
+def serve_config(folder: Path, config: dict, upstream: Process, env: dict[str, str] | None = None):
+    """A module's proxy: ``config`` written as ``folder/litellm_config.yaml``, a proxy started on it (with ``env``);
+    yields ``(proxy, upstream)`` and stops both by PID (use as ``yield from`` in a fixture)."""
     import yaml
 
     path = folder / "litellm_config.yaml"
     path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    process = start_proxy(path, log_dir=folder)
+    process = start_proxy(path, log_dir=folder, env=env)
     yield process, upstream
     process.stop()
     upstream.stop()
 
 
-def post(proxy: Process, path: str, body: dict, *, timeout: float = 60) -> httpx.Response:
-    """``body`` POSTed as JSON to the proxy's ``path`` with the master key."""
+def post(proxy: Process, path: str, body: dict, *, timeout: float = 60,
+         headers: dict[str, str] | None = None) -> httpx.Response:
+    """``body`` POSTed as JSON to the proxy's ``path`` with the master key (and ``headers``)."""
     return httpx.post(f"{proxy.base_url}{path}", json=body, timeout=timeout,
-                      headers={"authorization": f"Bearer {MASTER_KEY}"})
+                      headers={"authorization": f"Bearer {MASTER_KEY}", **(headers or {})})
 
 
 def upstream_payloads(upstream: Process) -> list[dict]:

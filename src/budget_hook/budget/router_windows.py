@@ -97,24 +97,96 @@ def sends_1m_beta(params: Any) -> bool:
     return _sends_header(params, anthropic.RECORD.windows)
 
 
-def header_dependent_window(backend: str, base_model: str | None, window: int, params: Any,
-                            model_info: Any) -> tuple[int, str | None]:
-    """The window the deployment really serves: 200,000 for the Claude models whose 1M window needs the
-    beta header, unless the deployment sends it or the operator set ``model_info.max_input_tokens``."""
+def _needs_header(backend: str, base_model: str | None, window: int) -> WindowQuirks | None:
+    """The rules under which the model's ``window`` holds only with a header the caller sends (None: it needs none)."""
     name = (base_model or backend).lower()
     for quirks in _HEADER_QUIRKS:
-        standard = quirks.standard_window
-        if window <= standard or quirks.header_dependent is None or \
+        if window <= quirks.standard_window or quirks.header_dependent is None or \
                 not quirks.header_dependent.search(without_snapshot_suffixes(name)):
             continue
         if not name.startswith(quirks.header_providers) and "/" in name:
             continue
-        explicit = isinstance(model_info, dict) and isinstance(model_info.get("max_input_tokens"), int)
-        if explicit or _sends_header(params, quirks):
+        return quirks
+    return None
+
+
+def header_dependent_window(backend: str, base_model: str | None, window: int, params: Any,
+                            model_info: Any) -> tuple[int, str | None]:
+    """The window the deployment really serves: 200,000 for the Claude models whose 1M window needs the
+    beta header, unless the deployment sends it or the operator set ``model_info.max_input_tokens``."""
+    quirks = _needs_header(backend, base_model, window)
+    explicit = isinstance(model_info, dict) and isinstance(model_info.get("max_input_tokens"), int)
+    if quirks is None or explicit or _sends_header(params, quirks):
+        return window, None
+    standard = quirks.standard_window
+    return standard, (f"{backend}: {standard} without the {quirks.header_value} beta header "
+                      f"(the model map says {window})")
+
+
+def own_header_window(backend: str, base_model: str | None, window: int, params: Any) -> int | None:
+    """The window the deployment serves when a request sends its own ``anthropic-beta``, if its ``window`` holds only
+    with the header the deployment sends: LiteLLM forwards the client's header (from the body's ``extra_headers`` or
+    ``headers``, or the HTTP request) in place of the deployment's (1.103 and 1.108, on chat and ``/v1/messages``)."""
+    quirks = _needs_header(backend, base_model, window)
+    return quirks.standard_window if quirks is not None and _sends_header(params, quirks) else None
+
+
+def client_header_values(body: Mapping[str, Any], name: str) -> list[str]:
+    """Every value of header ``name`` the request carries: in the body's ``extra_headers`` and ``headers`` (at the
+    top, in ``extra_body`` and in each ``fallbacks`` entry), in what LiteLLM took from the HTTP request for the
+    provider (``provider_specific_header``) and in the request's own headers as LiteLLM records them (``metadata``
+    and ``litellm_metadata`` ``headers``, ``proxy_server_request.headers``). A client may write some of these without
+    sending them; read as sent, they only lower the window (``with_client_headers``). Past ``MAX_HEADER_SOURCES``
+    entries in one place, the place is taken to hold one (an empty value): nothing hides behind a long list."""
+    places: list[Any] = []
+    values: list[str] = []
+    sources = [body, body.get("extra_body")]
+    fallbacks = body.get("fallbacks")
+    if isinstance(fallbacks, list):
+        sources += fallbacks[:MAX_HEADER_SOURCES]
+        values += [""] if len(fallbacks) > MAX_HEADER_SOURCES else []
+    for source in sources:
+        if isinstance(source, Mapping):
+            places += [source.get("extra_headers"), source.get("headers")]
+    specific = body.get("provider_specific_header")
+    entries = specific if isinstance(specific, list) else [specific]
+    values += [""] if len(entries) > MAX_HEADER_SOURCES else []
+    places += [entry.get("extra_headers") for entry in entries[:MAX_HEADER_SOURCES] if isinstance(entry, Mapping)]
+    for key in ("metadata", "litellm_metadata", "proxy_server_request"):
+        holder = body.get(key)
+        if isinstance(holder, Mapping):
+            places.append(holder.get("headers"))
+    for headers in places:
+        if not isinstance(headers, Mapping):
             continue
-        return standard, (f"{backend}: {standard} without the {quirks.header_value} beta header "
-                          f"(the model map says {window})")
-    return window, None
+        if len(headers) > MAX_HEADER_SOURCES:
+            values.append("")
+            continue
+        values += [str(value) for key, value in headers.items() if isinstance(key, str) and key.lower() == name]
+    return values
+
+
+#: entries of one place ``client_header_values`` reads one by one (a request's headers are a few dozen)
+MAX_HEADER_SOURCES = 256
+
+
+def with_client_headers(limits: ModelLimits, body: Mapping[str, Any]) -> ModelLimits:
+    """``limits`` for this request: the standard window (``beta_window``) when it sends its own ``anthropic-beta``
+    without the long-window value to a group whose window needs the header its deployments send (a client's
+    header replaced the deployment's: 230,005 tokens reached a deployment the plugin held at 1M, which served
+    200,000). Marked ``client_beta`` whenever it sends one to such a group: what the provider then answers is no
+    fact about the deployment."""
+    if limits.beta_window is None or limits.window is None or limits.beta_window >= limits.window:
+        return limits
+    quirks = anthropic.RECORD.windows
+    values = client_header_values(body, quirks.header_name)
+    if not values:
+        return limits
+    if all(any(item.strip() in quirks.header_betas for item in value.split(",")) for value in values):
+        return replace(limits, client_beta=True)
+    return replace(limits, window=limits.beta_window, client_beta=True,
+                   source=f"{limits.source}; {limits.beta_window}: the request's own {quirks.header_name} header "
+                          f"replaces the one its deployment sends for a {limits.window}-token window")
 
 
 #: snapshot and version suffixes (``-20250514``, ``@20250514``, ``-v1``, ``-v2:0``, ``@default``, ``-latest``)
@@ -171,6 +243,7 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
     ids: list[str] = []
     backends: list[tuple[str, str | None]] = []
     filled: list[int] = []
+    betas: list[int] = []  # each deployment's window when the request sends its own beta header
     joined = False
     for position, deployment in enumerate(deployments):
         params = deployment.get("litellm_params") or {}
@@ -204,6 +277,7 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
             if note:
                 notes.append(note)
             windows.append((window, backend))
+            betas.append(own_header_window(backend, base_model, window, params) or window)
         if isinstance(model_info.get("id"), str):
             ids.append(model_info["id"])
     if not deployments:
@@ -225,8 +299,9 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
                            counting_model, base_model, len(deployments), routed, output_filled, tuple(ids), joined)
     window, _ = min(windows)
     source = f"router: min over {len(deployments)} deployment(s)" + "".join(f"; {note}" for note in notes[:2])
+    beta = min(betas)
     return ModelLimits(window, source, counting_model, base_model, len(deployments), routed, output_filled,
-                       tuple(ids), joined)
+                       tuple(ids), joined, beta_window=beta if beta < window else None)
 
 
 def routed_groups(group: str, deployments: Sequence[Mapping[str, Any]], model_list: Any) -> tuple[str, ...]:
@@ -308,5 +383,7 @@ def combine(group: str, parts: list[ModelLimits]) -> ModelLimits:
         return ModelLimits(None, f"unknown for the listed group(s) {', '.join(unknown)}", counting_model, base_model,
                            deployments, routed, max(filled, default=None), ids, joined)
     window = min(p.window for p in parts if p.window is not None)
+    beta = min((p.beta_window or p.window) for p in parts if p.window is not None)  # a client's header, in each
     return ModelLimits(window, f"min over the listed groups {', '.join(names)}", counting_model, base_model,
-                       deployments, routed, max(filled, default=None), ids, joined)
+                       deployments, routed, max(filled, default=None), ids, joined,
+                       beta_window=beta if beta < window else None)

@@ -449,7 +449,7 @@ class TokenCounter:
 
     def _count_functions_uncached(self, functions: list[Mapping[str, Any]], *, responses: bool = False) -> int:
         profile = self.profile
-        raw = sum(inlined_tokens(f.get("parameters"), self.count_text) for f in functions)  # LiteLLM inlines $refs
+        raw = inlined_tokens([f.get("parameters") for f in functions], self.count_text)  # LiteLLM inlines $refs
         if profile.tools_rendering == "json":
             raw += sum(self.count_text(tool_json(f, profile.tools_json)) for f in functions)
         else:
@@ -465,7 +465,7 @@ class TokenCounter:
     def _response_format_tokens(self, request: Mapping[str, Any]) -> int:
         """A response format's schemas are rendered into the prompt (``tools.response_schemas``), ``$ref``s inlined."""
         schemas = response_schemas(request.get("response_format"))
-        raw = sum(self.count_text(canonical_json(s)) + inlined_tokens(s, self.count_text) for s in schemas)
+        raw = sum(self.count_text(canonical_json(s)) for s in schemas) + inlined_tokens(schemas, self.count_text)
         return self._scaled(raw) + self.profile.structured_output_overhead if schemas else 0
 
     def _choice_tokens(self, request: Mapping[str, Any]) -> int:

@@ -33,6 +33,7 @@ from ..budget import (
     thinking_output_tokens,
     with_output_tokens,
 )
+from ..budget.router_windows import with_client_headers
 from ..counting import TokenCounter, resolve_tokenizer, templated
 from ..counting.corrected import corrected, with_overhead
 from ..counting.counter import FAMILY_ENCODINGS
@@ -166,6 +167,9 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
     """The decision for one request (see the module's contract)."""
     fail_mode = settings.base_fail_mode
     try:
+        limits = with_client_headers(request.limits, request.body)  # a client's beta header replaces its deployment's
+        if limits is not request.limits:
+            request = replace(request, limits=limits)
         resolved = operator_policy(request, settings)
         fail_mode = resolved.policy.fail_mode
         group = request.shown_group or request.model_group  # what messages and the record call it

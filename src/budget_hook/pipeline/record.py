@@ -96,6 +96,9 @@ class DecisionRecord:
     #: the client sent a router of its own (``user_config``, forwarded in shadow mode): the deployment ids its
     #: answers carry are the client's to choose, so they teach nothing
     routed_by_client: bool = False
+    #: the client sent its own ``anthropic-beta`` to a group whose window needs the one its deployments send
+    #: (``ModelLimits.client_beta``): the window the provider applied was the request's, so its error teaches none
+    client_beta: bool = False
     #: the plugin's own failure: what it was and what the fail mode did
     error: str | None = None
     fail_mode: str | None = None
@@ -126,6 +129,7 @@ class DecisionRecord:
             team_id=caller.team_id, team_alias=caller.team_alias, key_alias=caller.key_alias,
             teacher=teacher_of(caller.key_hash, caller.team_id), quotes_overflow=quotes_overflow,
             routed_by_client=request is not None and "user_config" in request.body,
+            client_beta=decision.limits.client_beta,
             log_content=resolved.policy.log_dropped_content,
             count=dict(decision.count) if decision.count is not None else None,
         )

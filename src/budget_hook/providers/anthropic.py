@@ -162,7 +162,7 @@ RECORD = ProviderRecord(
         #: OpenRouter, decide on their own)
         header_providers=("anthropic/", "bedrock/", "bedrock_converse/", "vertex_ai/", "azure_ai/", "claude-",
                           "anthropic.", "us.anthropic.", "eu.anthropic.", "global.anthropic.", "apac.anthropic."),
-        header_name="anthropic-beta", header_value="context-1m",
+        header_name="anthropic-beta", header_value="context-1m", header_betas=("context-1m-2025-08-07",),
         #: Anthropic's API requires ``max_tokens``: LiteLLM fills in the model's maximum output, else
         #: ``DEFAULT_ANTHROPIC_CHAT_MAX_TOKENS`` (4,096)
         fills_max_tokens=True, default_max_tokens=4096),

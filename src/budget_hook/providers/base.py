@@ -69,6 +69,9 @@ class WindowQuirks:
     header_providers: tuple[str, ...] = ()
     header_name: str = ""
     header_value: str = ""
+    #: the exact values of that header, sent by a client, that keep the long window: a client's own header replaces
+    #: the one the deployment sends, in every way LiteLLM forwards it (``router_windows.with_client_headers``)
+    header_betas: tuple[str, ...] = ()
     fills_max_tokens: bool = False
     default_max_tokens: int = 0
 

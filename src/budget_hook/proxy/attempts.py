@@ -27,6 +27,7 @@ from itertools import chain, compress
 from typing import Any, cast
 
 from ..budget import THINKING_FIELDS, ModelLimits, requested_output_tokens
+from ..budget.router_windows import with_client_headers
 from ..counting.rendered import PROMPT_FIELDS
 from ..counting.template_input import TEMPLATE_FIELDS
 from ..errors import MalformedRequestError
@@ -40,7 +41,7 @@ from .feedback import deployment_id
 from .labels import labelled
 from .offload import OTHER_CHARS_PER_CHAR, other_size
 from .outcomes import log_internal
-from .route_guard import attempt_deployment, router_metadata_key, undecided_attempt
+from .route_guard import as_lists, attempt_deployment, router_metadata_key, undecided_attempt
 from .windows import covers, deployment_params
 
 #: how many attempts a record keeps (the last ones)
@@ -77,6 +78,10 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
         # it): a deployment of the group first decided for, under that decision's limits
         group, limits = cast(tuple[str, ModelLimits], attempt_limits(
             plugin, kwargs, router_metadata_key(call_type), (decided.request.model_group, decided.limits)))
+        # the attempt's window as the request's own headers leave it (not the deployment's own, which the router merged)
+        params = own()
+        limits = with_client_headers(limits, {k: v for k, v in kwargs.items() if k not in ("extra_headers", "headers")
+                                              or v != params.get(k)})
         def same_content() -> bool:
             return all(unchanged(kwargs.get(f), decided.content.get(f)) for f in compared_fields(shape))
         # a large content (a million token ids, 300,000 parts) is compared in the pool, as it was decided there
@@ -91,7 +96,7 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
                                              limits=limits, client_body=False))
 
         def decide_attempt() -> Decision:  # a fallback to Claude gets what LiteLLM writes there (in the pool too)
-            body = plugin.litellm_rewrite(shape, kwargs, limits)
+            body = plugin.litellm_rewrite(shape, as_lists(kwargs, shape.content_fields), limits)
             return decide(request if body is kwargs else replace(request, body=body), plugin.settings)
         decision = await plugin.offloader.run(decide_attempt, kwargs, weight=decision_weight(limits))
         # the Responses chain the provider holds, counted against this attempt's own window too

@@ -67,6 +67,10 @@ LITELLM_COPIES = frozenset({"proxy_server_request"})
 #: ``chat_template_kwargs`` held the event loop 1.6 s before they were weighed), so each counts this many
 TEMPLATE_VALUES = ("chat_template_kwargs", "documents")
 TEMPLATE_WEIGHT = 32
+#: a schema's ``$ref`` counts as this many characters: LiteLLM inlines each one, and the walk that counts the copies
+#: (``counting.tools.inlined_tokens``) may take up to ~15 ms per request where a few dozen references nest (an attack
+#: review of 2026-12-07: 27 references in 1 KB); with this weight such a schema is counted in the pool
+REF_WEIGHT = 2_000
 
 
 #: what the decision walks: the content fields, the text rendered besides them (``rendered.PROMPT_FIELDS``, at the
@@ -105,6 +109,8 @@ def approximate_size(data: Mapping[str, Any], limit: int, fields: tuple[str, ...
                     total += text_size(key, limit - total)
                 if key in BINARY_KEYS and isinstance(item, str):
                     total += ITEM_WEIGHT + len(item) * BINARY_WEIGHT
+                elif key == "$ref":
+                    total += REF_WEIGHT
                 else:
                     stack.append(item)
         elif kind is list or isinstance(value, list | tuple):

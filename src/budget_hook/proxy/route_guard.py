@@ -398,6 +398,22 @@ def note_a2a_caller(call_type: Any, user_api_key_dict: Any) -> None:
         _A2A_CALLER.set(user_api_key_dict)
 
 
+def as_lists(kwargs: dict[str, Any], fields: tuple[str, ...]) -> dict[str, Any]:
+    """``kwargs``, or a copy whose messages and message contents held as tuples are lists: LiteLLM's own calls may
+    build them so (1.103's tool loop for MCP on ``/v1/messages`` writes each tool result message's content as a tuple),
+    which no JSON body holds and the shapes read as a malformed request (every such loop was refused)."""
+    changed: dict[str, Any] = {}
+    for name in fields:
+        messages = kwargs.get(name)
+        if not isinstance(messages, list | tuple):
+            continue
+        fixed = [{**m, "content": list(m["content"])} if isinstance(m, dict) and type(m.get("content")) is tuple else m
+                 for m in messages]
+        if type(messages) is tuple or any(a is not b for a, b in zip(fixed, messages, strict=True)):
+            changed[name] = fixed
+    return {**kwargs, **changed} if changed else kwargs
+
+
 async def undecided_attempt(plugin: Any, kwargs: dict[str, Any], call_type: Any, error_type: Any,
                             own: Callable[[], Mapping[str, Any]] = dict) -> dict[str, Any] | None:
     """A router attempt no pre-call decision covers: decided now (the kwargs to send, or None to send them as
@@ -414,7 +430,7 @@ async def undecided_attempt(plugin: Any, kwargs: dict[str, Any], call_type: Any,
     if shape is None or group is None or not isinstance(kwargs.get("litellm_call_id"), str):
         return None  # not a router attempt of a shape we read (health checks, LiteLLM's own calls)
     operator = operator_prompt_parameters(kwargs, own)
-    probe = {**{k: v for k, v in kwargs.items() if k not in operator}, "model": group}
+    probe = {**as_lists({k: v for k, v in kwargs.items() if k not in operator}, shape.content_fields), "model": group}
     forwarded = await plugin.async_pre_call_hook(caller, None, probe, call_type)
     if not isinstance(forwarded, dict) or forwarded is probe:
         return None

@@ -1,0 +1,53 @@
+"""LiteLLM's MCP gateway runs a tool itself and calls the model again with its output: that follow-up call is decided
+like any router attempt, its tool output counted and trimmed to the window (an attack review, 2026-12-07, found every
+server-side loop of LiteLLM 1.103 and 1.108 checked so).
+
+On 1.103 the follow-up on ``/v1/messages`` holds the tool result message's content as a tuple, which the plugin read
+as a malformed request: every such loop was refused with a 400 (``route_guard.as_lists``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from .harness import post, serve_config, start_fake_provider, upstream_payloads
+
+pytestmark = pytest.mark.e2e
+WINDOW = 16_000
+SERVER = Path(__file__).parent / "proxy_support" / "report_mcp.py"
+
+
+@pytest.fixture(scope="module")
+def proxy(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mcp_loop")
+    upstream = start_fake_provider(folder, {"claude-sonnet-4-5-calls-tools": WINDOW})
+    config = {
+        "model_list": [{"model_name": "claude", "litellm_params": {
+            "model": "anthropic/claude-sonnet-4-5-calls-tools", "api_base": f"http://127.0.0.1:{upstream.port}",
+            "api_key": "fake-key"}, "model_info": {"max_input_tokens": WINDOW}}],
+        "mcp_servers": {"report": {"transport": "stdio", "command": sys.executable, "args": [str(SERVER)],
+                                   "env": {"REPORT_WORDS": "12000"}}},  # ~36,000 tokens of tool output
+        "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
+        "callback_settings": {"budget_hook": {}},
+    }
+    # LiteLLM 1.108 starts stdio MCP servers only when told
+    yield from serve_config(folder, config, upstream, env={"LITELLM_ENABLE_MCP_STDIO": "true"})
+
+
+def test_the_follow_up_after_an_mcp_tool_ran_is_trimmed_to_the_window(proxy):
+    proxy, upstream = proxy
+    response = post(proxy, "/v1/messages", {
+        "model": "claude", "max_tokens": 100, "messages": [{"role": "user", "content": "Fetch the report."}],
+        "tools": [{"type": "mcp", "server_label": "litellm", "server_url": "litellm_proxy/mcp/report",
+                   "require_approval": "never"}]}, timeout=120)
+    assert response.status_code == 200, response.text[:400]
+    calls = [p for p in upstream_payloads(upstream) if p["path"].endswith("/messages")]
+    assert len(calls) == 2, "the first call, then the follow-up with the tool's output"
+    follow_up = calls[1]["body"]
+    results = [b for m in follow_up["messages"] if isinstance(m["content"], list) for b in m["content"]
+               if b.get("type") == "tool_result"]
+    assert results, "the tool ran and its output went back to the model"
+    assert "removed from the middle" in str(results[0]["content"]), "cut to fit (the provider refuses over its window)"
