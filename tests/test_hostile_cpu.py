@@ -280,22 +280,27 @@ def _ref_chain(levels: int, fan: int = 2) -> dict:
 
 
 def test_a_request_s_tools_share_one_bound_on_inlining_references():
-    """An attack review (2026-12-07): six tools of 5 KB, each just under the walk's bound alone, held the event
-    loop 78 ms; the bound was per schema. A request's tools (and its response schemas) now share one."""
+    """An attack review (2026-12-07): six tools of 5 KB, each just under the walk's bound alone, held the event loop
+    78 ms (such bodies now go to the pool: ``offload.REF_WEIGHT``), and the bound was per schema, so a thousand would
+    hold a pool thread for seconds. A request's tools also share ``REQUEST_STEPS``, which a review of that fix
+    checked against large real tool sets: 128 tools of a model with 15 references each are counted."""
     from budget_hook.counting import tools
 
     CountingDict.read = 0
     assert tools.inlined_tokens(_ref_chain(12), len) < tools.INLINED_CAP  # one alone is under the bound
     alone = CountingDict.read
     assert alone > tools.MAX_STEPS // 4
+    many = tools.REQUEST_STEPS // alone + 2
     CountingDict.read = 0
-    assert tools.inlined_tokens([_ref_chain(12) for _ in range(6)], len) == tools.INLINED_CAP
-    assert CountingDict.read <= 2 * tools.MAX_STEPS
+    assert tools.inlined_tokens([_ref_chain(12) for _ in range(many)], len) == tools.INLINED_CAP
+    assert CountingDict.read <= 2 * (tools.REQUEST_STEPS + tools.MAX_STEPS)
+    assert tools.inlined_tokens([_ref_chain(12) for _ in range(6)], len) < tools.INLINED_CAP
+    model = {"type": "object", "properties": {f"field_{i}": {"$ref": "#/$defs/Part"} for i in range(15)},
+             "$defs": {"Part": {"type": "object", "properties": {f"p{j}": {"type": "string", "description": "x" * 40}
+                                                                 for j in range(6)}}}}
     counter = TokenCounter.for_model("gpt-4o")
-    six = [{"name": f"f{i}", "parameters": _ref_chain(12)} for i in range(6)]
-    CountingDict.read = 0
-    assert counter._count_functions_uncached(six) >= tools.INLINED_CAP
-    assert CountingDict.read <= 3 * tools.MAX_STEPS  # the schemas' own rendering reads each entry once more
+    assert counter._count_functions_uncached([{"name": f"f{i}", "parameters": model} for i in range(128)]) \
+        < tools.INLINED_CAP
 
 
 def test_references_that_nest_send_a_small_body_to_the_pool_and_a_typical_schema_stays_inline():

@@ -2,8 +2,9 @@
 (an attack review, 2026-12-07; the unit tests are ``tests/test_client_beta_window.py``).
 
 The deployment sends ``anthropic-beta: context-1m-2025-08-07`` (``extra_headers``) and is configured at 1M. LiteLLM
-forwards a client's own ``anthropic-beta`` (the HTTP header, or the body's ``extra_headers``) in its place, so the
-provider serves that request 200,000 tokens; Claude Code sends the header on every request. The plugin held such
+sends the HTTP request's own ``anthropic-beta`` in its place, and the router the body's ``extra_headers`` (whatever
+they hold) in place of the deployment's, so the provider serves that request 200,000 tokens; Claude Code sends the
+header on every request. A body's ``headers`` leave the deployment's header in place. The plugin held such
 requests at 1M: 230,005 tokens were forwarded and refused, and the refusal taught the deployment a 200,000-token window,
 which then blocked every other tenant's long requests. Now they are refused before any provider call, against
 200,000, and the deployment keeps its window for requests without the header.
@@ -53,18 +54,18 @@ def send(proxy, path: str, body: dict, headers: dict | None = None):
 
 def test_a_request_with_its_own_beta_header_is_held_to_the_window_it_gets(proxy):
     proxy, upstream = proxy
-    for path, body, headers in [
-        ("/v1/messages", messages_body("cc"), {"anthropic-beta": CLAUDE_CODE_BETA}),  # what Claude Code sends
-        ("/v1/chat/completions", messages_body("http"), {"anthropic-beta": "prompt-caching-2024-07-31"}),
-        ("/v1/chat/completions", {**messages_body("body"), "extra_headers": {"anthropic-beta": "token-efficient-tools"
-                                                                                                "-2025-02-19"}}, {}),
+    for tag, path, extra, headers in [
+        ("cc", "/v1/messages", {}, {"anthropic-beta": CLAUDE_CODE_BETA}),  # what Claude Code sends
+        ("http", "/v1/chat/completions", {}, {"anthropic-beta": "prompt-caching-2024-07-31"}),
+        ("body", "/v1/chat/completions", {"extra_headers": {"anthropic-beta": "token-efficient-tools-2025-02-19"}}, {}),
+        # no beta at all: the router gives the request's extra_headers in place of the deployment's whole dict
+        ("trace", "/v1/messages", {"extra_headers": {"x-trace": "1"}}, {}),
     ]:
-        response, record = send(proxy, path, body, headers)
+        response, record = send(proxy, path, {**messages_body(tag), **extra}, headers)
         assert response.status_code == 400, response.text[:300]
         assert record["decision"]["action"] == "blocked" and record["decision"]["window"] == 200_000
         assert "replaces the one its deployment sends" in record["decision"]["window_source"]
-        tag = body["messages"][0]["content"][:4]
-        assert not payloads_with(upstream, tag + "0 lorem"), "nothing over the window reaches the provider"
+        assert not payloads_with(upstream, f"{tag}0 lorem"), "nothing over the window reaches the provider"
 
 
 def test_requests_without_one_keep_the_deployment_s_window_and_its_own_1m_value_keeps_it(proxy):
@@ -72,6 +73,10 @@ def test_requests_without_one_keep_the_deployment_s_window_and_its_own_1m_value_
     response, record = send(proxy, "/v1/messages", messages_body("free"))
     assert response.status_code == 200, response.text[:300]
     assert record["decision"]["action"] == "pass" and record["decision"]["window"] == 1_000_000
+    # a body's own headers: LiteLLM applies the deployment's extra_headers over them, so its 1M header stays
+    response, record = send(proxy, "/v1/chat/completions", {**messages_body("hdrs"), "headers": {
+        "anthropic-beta": "prompt-caching-2024-07-31"}})
+    assert response.status_code == 200 and record["decision"]["window"] == 1_000_000, response.text[:300]
     response, record = send(proxy, "/v1/messages", messages_body("ownm"), {"anthropic-beta": f"{CLAUDE_CODE_BETA},{ONE_M}"})
     assert response.status_code == 200, response.text[:300]
     assert record["decision"]["window"] == 1_000_000

@@ -123,70 +123,94 @@ def header_dependent_window(backend: str, base_model: str | None, window: int, p
                       f"(the model map says {window})")
 
 
-def own_header_window(backend: str, base_model: str | None, window: int, params: Any) -> int | None:
-    """The window the deployment serves when a request sends its own ``anthropic-beta``, if its ``window`` holds only
-    with the header the deployment sends: LiteLLM forwards the client's header (from the body's ``extra_headers`` or
-    ``headers``, or the HTTP request) in place of the deployment's (1.103 and 1.108, on chat and ``/v1/messages``)."""
+#: backends LiteLLM's proxy hands a client's HTTP ``anthropic-beta`` to (``add_provider_specific_headers_to_request``:
+#: anthropic, bedrock, bedrock_mantle, vertex_ai; a bare ``claude-`` name is Anthropic's)
+HTTP_BETA_BACKENDS = ("anthropic/", "bedrock/", "bedrock_mantle/", "vertex_ai/", "claude-")
+
+
+def header_replacers(backend: str, base_model: str | None, window: int, params: Any) -> tuple[str, ...]:
+    """What in a request replaces the header the deployment sends for its ``window`` (empty: it sends none, or its
+    window needs none), as LiteLLM merges them (1.103 and 1.108): the router gives a request's own ``extra_headers``
+    or ``headers`` key in place of the deployment's whole dict (``{**litellm_params, **kwargs}``); then the call
+    starts from ``headers`` and updates it with ``extra_headers``; then the client's HTTP header, for the providers
+    the proxy hands it to (``HTTP_BETA_BACKENDS``), replaces what was merged."""
     quirks = _needs_header(backend, base_model, window)
-    return quirks.standard_window if quirks is not None and _sends_header(params, quirks) else None
+    if quirks is None or not isinstance(params, Mapping):
+        return ()
+    places = [key for key in ("extra_headers", "headers") if isinstance(params.get(key), Mapping) and any(
+        str(name).lower() == quirks.header_name and quirks.header_value in str(value)
+        for name, value in params[key].items())]
+    if not places:
+        return ()
+    found = {*places, *(("headers_beta",) if "headers" in places else ())}  # extra_headers' beta updates headers
+    if backend.lower().startswith(HTTP_BETA_BACKENDS):  # the provider LiteLLM calls, never the base model's name
+        found.add("http")
+    return tuple(sorted(found))
 
 
-def client_header_values(body: Mapping[str, Any], name: str) -> list[str]:
-    """Every value of header ``name`` the request carries: in the body's ``extra_headers`` and ``headers`` (at the
-    top, in ``extra_body`` and in each ``fallbacks`` entry), in what LiteLLM took from the HTTP request for the
-    provider (``provider_specific_header``) and in the request's own headers as LiteLLM records them (``metadata``
-    and ``litellm_metadata`` ``headers``, ``proxy_server_request.headers``). A client may write some of these without
-    sending them; read as sent, they only lower the window (``with_client_headers``). Past ``MAX_HEADER_SOURCES``
-    entries in one place, the place is taken to hold one (an empty value): nothing hides behind a long list."""
-    places: list[Any] = []
-    values: list[str] = []
-    sources = [body, body.get("extra_body")]
-    fallbacks = body.get("fallbacks")
-    if isinstance(fallbacks, list):
-        sources += fallbacks[:MAX_HEADER_SOURCES]
-        values += [""] if len(fallbacks) > MAX_HEADER_SOURCES else []
-    for source in sources:
-        if isinstance(source, Mapping):
-            places += [source.get("extra_headers"), source.get("headers")]
-    specific = body.get("provider_specific_header")
-    entries = specific if isinstance(specific, list) else [specific]
-    values += [""] if len(entries) > MAX_HEADER_SOURCES else []
-    places += [entry.get("extra_headers") for entry in entries[:MAX_HEADER_SOURCES] if isinstance(entry, Mapping)]
-    for key in ("metadata", "litellm_metadata", "proxy_server_request"):
-        holder = body.get(key)
-        if isinstance(holder, Mapping):
-            places.append(holder.get("headers"))
-    for headers in places:
-        if not isinstance(headers, Mapping):
-            continue
-        if len(headers) > MAX_HEADER_SOURCES:
-            values.append("")
-            continue
-        values += [str(value) for key, value in headers.items() if isinstance(key, str) and key.lower() == name]
-    return values
-
-
-#: entries of one place ``client_header_values`` reads one by one (a request's headers are a few dozen)
+#: entries of one place the client-header check reads one by one (a request's headers are a few dozen): past it, the
+#: place is taken not to hold the long-window value (nothing hides behind a long list)
 MAX_HEADER_SOURCES = 256
 
 
+def _beta_of(headers: Any, name: str) -> list[str] | None:
+    """The values of header ``name`` in ``headers`` (None: more entries than are read one by one)."""
+    if not isinstance(headers, Mapping):
+        return []
+    if len(headers) > MAX_HEADER_SOURCES:
+        return None
+    return [str(value) for key, value in headers.items() if isinstance(key, str) and key.lower() == name]
+
+
 def with_client_headers(limits: ModelLimits, body: Mapping[str, Any]) -> ModelLimits:
-    """``limits`` for this request: the standard window (``beta_window``) when it sends its own ``anthropic-beta``
-    without the long-window value to a group whose window needs the header its deployments send (a client's
-    header replaced the deployment's: 230,005 tokens reached a deployment the plugin held at 1M, which served
-    200,000). Marked ``client_beta`` whenever it sends one to such a group: what the provider then answers is no
-    fact about the deployment."""
+    """``limits`` for this request: the standard window (``beta_window``) when what it sends replaces the header a
+    deployment of the group sends for its long window (``header_replacers``) and does not hold the long-window value
+    itself: a key ``extra_headers`` (or ``headers``) of any value where the deployment sends its header in that dict,
+    at the top or in a ``fallbacks`` entry; an ``anthropic-beta`` in ``extra_headers`` where it sends it in
+    ``headers``; the HTTP request's own ``anthropic-beta`` (``provider_specific_header``, or the request's headers as
+    LiteLLM records them) for a provider the proxy hands it to. A client's header replaced the deployment's: 230,005
+    tokens reached a deployment the plugin held at 1M, which served 200,000. Marked ``client_beta`` whenever the request
+    sends any of these: what the provider then answers is no fact about the deployment."""
     if limits.beta_window is None or limits.window is None or limits.beta_window >= limits.window:
         return limits
     quirks = anthropic.RECORD.windows
-    values = client_header_values(body, quirks.header_name)
-    if not values:
+    name, rules = quirks.header_name, limits.beta_replacers
+
+    def keeps(values: list[str] | None) -> bool:  # every value holds the long-window beta itself
+        return values is not None and all(
+            any(item.strip() in quirks.header_betas for item in value.split(",")) for value in values)
+    sent: list[bool] = []  # for each replacement the request makes: does it keep the long window
+    fallbacks = body.get("fallbacks")
+    sources = [body, *(fallbacks[:MAX_HEADER_SOURCES] if isinstance(fallbacks, list) else [])]
+    if isinstance(fallbacks, list) and len(fallbacks) > MAX_HEADER_SOURCES:
+        sent.append(False)
+    for source in sources:
+        if not isinstance(source, Mapping):
+            continue
+        for key in ("extra_headers", "headers"):
+            if key in rules and key in source:  # the whole dict replaces the deployment's
+                values = _beta_of(source[key], name)
+                sent.append(bool(values) and keeps(values))
+        if "headers_beta" in rules and (values := _beta_of(source.get("extra_headers"), name)) != []:
+            sent.append(keeps(values))
+    if "http" in rules:
+        specific = body.get("provider_specific_header")
+        entries = specific if isinstance(specific, list) else [specific]
+        places = [e.get("extra_headers") for e in entries[:MAX_HEADER_SOURCES] if isinstance(e, Mapping)]
+        places += [h.get("headers") for h in (body.get(k) for k in ("metadata", "litellm_metadata",
+                                                                     "proxy_server_request")) if isinstance(h, Mapping)]
+        for headers in places:
+            if (values := _beta_of(headers, name)) != []:
+                sent.append(keeps(values))
+        if len(entries) > MAX_HEADER_SOURCES:
+            sent.append(False)
+    if not sent:
         return limits
-    if all(any(item.strip() in quirks.header_betas for item in value.split(",")) for value in values):
+    if all(sent):
         return replace(limits, client_beta=True)
     return replace(limits, window=limits.beta_window, client_beta=True,
-                   source=f"{limits.source}; {limits.beta_window}: the request's own {quirks.header_name} header "
-                          f"replaces the one its deployment sends for a {limits.window}-token window")
+                   source=f"{limits.source}; {limits.beta_window}: the request's own {name} header replaces the "
+                          f"one its deployment sends for a {limits.window}-token window")
 
 
 #: snapshot and version suffixes (``-20250514``, ``@20250514``, ``-v1``, ``-v2:0``, ``@default``, ``-latest``)
@@ -243,7 +267,8 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
     ids: list[str] = []
     backends: list[tuple[str, str | None]] = []
     filled: list[int] = []
-    betas: list[int] = []  # each deployment's window when the request sends its own beta header
+    betas: list[int] = []  # each deployment's window when the request replaces the beta header it sends
+    replaced_by: set[str] = set()
     joined = False
     for position, deployment in enumerate(deployments):
         params = deployment.get("litellm_params") or {}
@@ -277,7 +302,10 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
             if note:
                 notes.append(note)
             windows.append((window, backend))
-            betas.append(own_header_window(backend, base_model, window, params) or window)
+            replacers = header_replacers(backend, base_model, window, params)
+            quirks = _needs_header(backend, base_model, window) if replacers else None
+            betas.append(quirks.standard_window if quirks is not None else window)
+            replaced_by.update(replacers)
         if isinstance(model_info.get("id"), str):
             ids.append(model_info["id"])
     if not deployments:
@@ -301,7 +329,8 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
     source = f"router: min over {len(deployments)} deployment(s)" + "".join(f"; {note}" for note in notes[:2])
     beta = min(betas)
     return ModelLimits(window, source, counting_model, base_model, len(deployments), routed, output_filled,
-                       tuple(ids), joined, beta_window=beta if beta < window else None)
+                       tuple(ids), joined, beta_window=beta if beta < window else None,
+                       beta_replacers=tuple(sorted(replaced_by)) if beta < window else ())
 
 
 def routed_groups(group: str, deployments: Sequence[Mapping[str, Any]], model_list: Any) -> tuple[str, ...]:
@@ -384,6 +413,7 @@ def combine(group: str, parts: list[ModelLimits]) -> ModelLimits:
                            deployments, routed, max(filled, default=None), ids, joined)
     window = min(p.window for p in parts if p.window is not None)
     beta = min((p.beta_window or p.window) for p in parts if p.window is not None)  # a client's header, in each
+    replaced_by = tuple(sorted({r for p in parts for r in p.beta_replacers}))
     return ModelLimits(window, f"min over the listed groups {', '.join(names)}", counting_model, base_model,
                        deployments, routed, max(filled, default=None), ids, joined,
-                       beta_window=beta if beta < window else None)
+                       beta_window=beta if beta < window else None, beta_replacers=replaced_by if beta < window else ())

@@ -46,9 +46,12 @@ class ModelLimits:
     #: a ``/completions`` list of prompts reaches a deployment of the group as the user messages of one chat call
     #: (``router_windows.joins_prompts``): they must fit the window together
     joins_prompts: bool = True
-    #: the window when the request sends its own ``anthropic-beta``: it replaces the header a deployment sends for its
-    #: 1M window (``router_windows.with_client_headers``); None when no deployment's window needs a header it sends
+    #: the window when the request replaces the ``anthropic-beta`` header a deployment sends for its 1M window
+    #: (``router_windows.with_client_headers``); None when no deployment's window needs a header it sends
     beta_window: int | None = None
+    #: what in a request replaces that header (``router_windows.header_replacers``: ``extra_headers``, ``headers``,
+    #: ``headers_beta``, ``http``)
+    beta_replacers: tuple[str, ...] = ()
     #: the request sent its own such header to a deployment whose window needs one: the window the provider applied
     #: was the request's to choose, so an overflow error teaches none
     client_beta: bool = False

@@ -193,11 +193,13 @@ def tool_json(function: Mapping[str, Any], style: str = "compact") -> str:
 _SCOPES = ("$defs", "definitions")
 #: an inlined count past this is over any window (2^40 tokens); so is a schema whose copies hold more than
 #: ``MAX_STEPS`` objects and entries (each object and list, each of its entries, each definition a scope copies: the
-#: walk's work; an attack review found 3,000 objects of 320 entries each, 55-118 ms; one bound for all of a request's
-#: tools, another for its response schemas), or whose references nest
+#: walk's work; an attack review found 3,000 objects of 320 entries each, 55-118 ms), or whose references nest
 #: deeper than ``MAX_CHAIN``: no real schema comes near either
 INLINED_CAP = 1 << 40
 MAX_STEPS = 30_000
+#: the same for all of a request's tools together (its response schemas another): ~120 ms of the pool at most, where
+#: 128 tools of a pydantic model with 15 references (438 steps each) take 56,000
+REQUEST_STEPS = 8 * MAX_STEPS
 MAX_CHAIN = 64
 Scope = tuple[Mapping[str, Any], "Scope | None"] | None
 
@@ -226,10 +228,11 @@ def inlined_tokens(schemas: Any, count: Callable[[str], int]) -> int:
     The walk follows LiteLLM's, path by path, adding each inlined definition's own count, never building the
     copies: 40 references to one 150-word definition reached Gemini and Claude deployments as 18,700 tokens where
     the schema counted 1,200-2,200. Iterative, and bounded (``MAX_STEPS``, ``MAX_CHAIN``): past a bound, or past
-    ``INLINED_CAP``, the answer is ``INLINED_CAP``, which no window admits. The schemas of one list share the
-    bound: six tools of 5 KB, each just under it alone, held the event loop 78 ms."""
+    ``INLINED_CAP``, the answer is ``INLINED_CAP``, which no window admits. The schemas of one list also share a
+    bound (``REQUEST_STEPS``): six tools of 5 KB, each just under ``MAX_STEPS``, took 78 ms (such a body is now decided
+    in the pool: ``offload.REF_WEIGHT``), and a thousand of them would take seconds."""
     total = 0
-    steps = [MAX_STEPS]  # what is left of the bound, for the whole list
+    steps = [REQUEST_STEPS]  # what is left of the bound, for the whole list
     for schema in schemas if isinstance(schemas, list) else [schemas]:
         total += _inlined(schema, count, steps)
         if total >= INLINED_CAP:
@@ -263,12 +266,12 @@ def _inlined(schema: Any, count: Callable[[str], int], left: list[int]) -> int:
     # the schema itself first (a schema may be a reference), less the blocks LiteLLM does not send
     stack: list[tuple[Any, Scope, frozenset[str]]] = [
         ({k: v for k, v in schema.items() if k not in skipped}, (root, None), frozenset())]
-    total = 0
+    total, mine = 0, left[0] - MAX_STEPS  # this schema may take MAX_STEPS of what is left
     while stack:
         node, scope, chain = stack.pop()
         if chain:  # inside a copy: the work that grows with the inlining
             left[0] -= 1 + len(node)
-            if left[0] < 0 or total > INLINED_CAP:
+            if left[0] < max(0, mine) or total > INLINED_CAP:
                 return INLINED_CAP
         if isinstance(node, list):
             stack.extend((item, scope, chain) for item in node if isinstance(item, (Mapping, list)))
@@ -287,6 +290,8 @@ def _inlined(schema: Any, count: Callable[[str], int], left: list[int]) -> int:
                 continue
             inner = _local(node)
             left[0] -= len(inner) if chain else 0
+            if left[0] < max(0, mine):
+                return INLINED_CAP
             below: Scope = (inner, scope) if inner else scope
             stack.extend((value, below, chain) for value in node.values() if isinstance(value, (Mapping, list)))
     return min(INLINED_CAP, max(0, total - written))
