@@ -52,8 +52,8 @@ class ModelLimits:
     #: what in a request replaces that header (``router_windows.header_replacers``: ``extra_headers``, ``headers``,
     #: ``headers_beta``, ``http``)
     beta_replacers: tuple[str, ...] = ()
-    #: the request sent its own such header to a deployment whose window needs one: the window the provider applied
-    #: was the request's to choose, so an overflow error teaches none
+    #: the request's own headers take the place of the one a deployment sends for its window (whether or not they hold
+    #: the long-window value): the window the provider applied was the request's to choose, so its error teaches none
     client_beta: bool = False
 
 

@@ -167,7 +167,7 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
     """The decision for one request (see the module's contract)."""
     fail_mode = settings.base_fail_mode
     try:
-        limits = with_client_headers(request.limits, request.body)  # a client's beta header replaces its deployment's
+        limits = with_client_headers(request.limits, request.body)  # what the request's own headers leave it
         if limits is not request.limits:
             request = replace(request, limits=limits)
         resolved = operator_policy(request, settings)

@@ -96,7 +96,7 @@ class DecisionRecord:
     #: the client sent a router of its own (``user_config``, forwarded in shadow mode): the deployment ids its
     #: answers carry are the client's to choose, so they teach nothing
     routed_by_client: bool = False
-    #: the client sent its own ``anthropic-beta`` to a group whose window needs the one its deployments send
+    #: the request's own headers take the place of the ``anthropic-beta`` a deployment of its group sends for its window
     #: (``ModelLimits.client_beta``): the window the provider applied was the request's, so its error teaches none
     client_beta: bool = False
     #: the plugin's own failure: what it was and what the fail mode did

@@ -69,8 +69,8 @@ class WindowQuirks:
     header_providers: tuple[str, ...] = ()
     header_name: str = ""
     header_value: str = ""
-    #: the exact values of that header, sent by a client, that keep the long window: a client's own header replaces
-    #: the one the deployment sends, in every way LiteLLM forwards it (``router_windows.with_client_headers``)
+    #: the exact values of that header that keep the long window when a request's own header takes the place of the one
+    #: the deployment sends (``router_windows.with_client_headers``)
     header_betas: tuple[str, ...] = ()
     fills_max_tokens: bool = False
     default_max_tokens: int = 0

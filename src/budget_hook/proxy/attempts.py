@@ -78,10 +78,10 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
         # it): a deployment of the group first decided for, under that decision's limits
         group, limits = cast(tuple[str, ModelLimits], attempt_limits(
             plugin, kwargs, router_metadata_key(call_type), (decided.request.model_group, decided.limits)))
-        # the attempt's window as the request's own headers leave it (not the deployment's own, which the router merged)
-        params = own()
-        limits = with_client_headers(limits, {k: v for k, v in kwargs.items() if k not in ("extra_headers", "headers")
-                                              or v != params.get(k)})
+        if limits.beta_window is not None:  # the window the request's own headers leave (not the deployment's own,
+            params = own()                  # which the router merged into the call)
+            limits = with_client_headers(limits, {k: v for k, v in kwargs.items()
+                                                  if k not in ("extra_headers", "headers") or v != params.get(k)})
         def same_content() -> bool:
             return all(unchanged(kwargs.get(f), decided.content.get(f)) for f in compared_fields(shape))
         # a large content (a million token ids, 300,000 parts) is compared in the pool, as it was decided there
