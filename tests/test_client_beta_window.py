@@ -49,7 +49,7 @@ def test_a_deployment_that_sends_the_1m_header_has_a_standard_window_for_request
     assert limits_of("claude", [azure]).beta_replacers == ("extra_headers",)
     in_headers = claude(None)
     in_headers["litellm_params"]["headers"] = {"anthropic-beta": ONE_M}
-    assert limits_of("claude", [in_headers]).beta_replacers == ("headers", "headers_beta", "http")
+    assert limits_of("claude", [in_headers]).beta_replacers == ("headers", "http")
     # no header: the window is the standard one already, or the operator's own figure (nothing to replace)
     assert limits_of("claude", [claude(None, window=None)]).beta_window is None
     assert limits_of("claude", [claude(None)]).beta_window is None
@@ -105,7 +105,7 @@ def test_what_leaves_the_deployment_s_header_keeps_its_window():
         assert with_client_headers(HELD, body) is HELD, name
     azure = replace(HELD, beta_replacers=("extra_headers",))  # no HTTP header reaches azure_ai
     assert with_client_headers(azure, {"provider_specific_header": {"extra_headers": {"anthropic-beta": "x"}}}) is azure
-    in_headers = replace(HELD, beta_replacers=("headers", "headers_beta", "http"))
+    in_headers = replace(HELD, beta_replacers=("headers", "http"))
     assert with_client_headers(in_headers, {"extra_headers": {"x-trace": "1"}}) is in_headers
     assert with_client_headers(in_headers, {"extra_headers": {"anthropic-beta": "x"}}).window == 200_000
     assert with_client_headers(in_headers, {"headers": {"x-trace": "1"}}).window == 200_000

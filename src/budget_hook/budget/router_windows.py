@@ -128,24 +128,25 @@ def header_dependent_window(backend: str, base_model: str | None, window: int, p
 HTTP_BETA_BACKENDS = ("anthropic/", "bedrock/", "bedrock_mantle/", "vertex_ai/", "claude-")
 
 
-def header_replacers(backend: str, base_model: str | None, window: int, params: Any) -> tuple[str, ...]:
-    """What in a request replaces the header the deployment sends for its ``window`` (empty: it sends none, or its
-    window needs none), as LiteLLM merges them (1.103 and 1.108): the router gives a request's own ``extra_headers``
-    or ``headers`` key in place of the deployment's whole dict (``{**litellm_params, **kwargs}``); then the call
-    starts from ``headers`` and updates it with ``extra_headers``; then the client's HTTP header, for the providers
-    the proxy hands it to (``HTTP_BETA_BACKENDS``), replaces what was merged."""
+def header_replacers(backend: str, base_model: str | None, window: int, params: Any) -> tuple[int, tuple[str, ...]]:
+    """The window the deployment serves when a request replaces the header it sends for its ``window``, and what in a
+    request replaces it (``window`` and nothing: it sends none, or its window needs none), as LiteLLM merges them
+    (1.103 and 1.108): the router gives a request's own ``extra_headers`` or ``headers`` key in place of the
+    deployment's whole dict (``{**litellm_params, **kwargs}``); then the call starts from ``headers`` and updates it
+    with ``extra_headers`` (so where the deployment sends it in ``headers``, a request's ``extra_headers`` beta replaces
+    it too); then the client's HTTP header, for the providers the proxy hands it to (``HTTP_BETA_BACKENDS``), replaces
+    what was merged."""
     quirks = _needs_header(backend, base_model, window)
     if quirks is None or not isinstance(params, Mapping):
-        return ()
-    places = [key for key in ("extra_headers", "headers") if isinstance(params.get(key), Mapping) and any(
+        return window, ()
+    found = [key for key in ("extra_headers", "headers") if isinstance(params.get(key), Mapping) and any(
         str(name).lower() == quirks.header_name and quirks.header_value in str(value)
         for name, value in params[key].items())]
-    if not places:
-        return ()
-    found = {*places, *(("headers_beta",) if "headers" in places else ())}  # extra_headers' beta updates headers
+    if not found:
+        return window, ()
     if backend.lower().startswith(HTTP_BETA_BACKENDS):  # the provider LiteLLM calls, never the base model's name
-        found.add("http")
-    return tuple(sorted(found))
+        found.append("http")
+    return quirks.standard_window, tuple(sorted(found))
 
 
 #: entries of one place the client-header check reads one by one (a request's headers are a few dozen): past it, the
@@ -191,8 +192,8 @@ def with_client_headers(limits: ModelLimits, body: Mapping[str, Any]) -> ModelLi
             if key in rules and key in source:  # the whole dict replaces the deployment's
                 values = _beta_of(source[key], name)
                 sent.append(bool(values) and keeps(values))
-        if "headers_beta" in rules and (values := _beta_of(source.get("extra_headers"), name)) != []:
-            sent.append(keeps(values))
+        if "headers" in rules and (values := _beta_of(source.get("extra_headers"), name)) != []:
+            sent.append(keeps(values))  # ``extra_headers`` update ``headers``
     if "http" in rules:
         specific = body.get("provider_specific_header")
         entries = specific if isinstance(specific, list) else [specific]
@@ -302,9 +303,8 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
             if note:
                 notes.append(note)
             windows.append((window, backend))
-            replacers = header_replacers(backend, base_model, window, params)
-            quirks = _needs_header(backend, base_model, window) if replacers else None
-            betas.append(quirks.standard_window if quirks is not None else window)
+            beta, replacers = header_replacers(backend, base_model, window, params)
+            betas.append(beta)
             replaced_by.update(replacers)
         if isinstance(model_info.get("id"), str):
             ids.append(model_info["id"])

@@ -50,7 +50,7 @@ class ModelLimits:
     #: (``router_windows.with_client_headers``); None when no deployment's window needs a header it sends
     beta_window: int | None = None
     #: what in a request replaces that header (``router_windows.header_replacers``: ``extra_headers``, ``headers``,
-    #: ``headers_beta``, ``http``)
+    #: ``http``)
     beta_replacers: tuple[str, ...] = ()
     #: the request's own headers take the place of the one a deployment sends for its window (whether or not they hold
     #: the long-window value): the window the provider applied was the request's to choose, so its error teaches none

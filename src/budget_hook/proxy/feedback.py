@@ -148,7 +148,7 @@ async def learn_from_error(learning: SharedLearning, kwargs: Mapping[str, Any], 
             return {**learned, "ignored": f"the error counts {prompt} prompt tokens where {estimate} were sent: "
                                           "it is not about this request"}
     if overflow.window is not None and record.client_beta:
-        learned["ignored"] = ("the request sent its own anthropic-beta header, which replaces the one the deployment "
+        learned["ignored"] = ("the request's own headers took the place of the anthropic-beta header the deployment "
                               "sends for its window: the window it names is the request's, not the deployment's")
     elif overflow.window is not None and prompt is None:
         learned["ignored"] = ("the error names no prompt count to check against what was sent: its window is "
