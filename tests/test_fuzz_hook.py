@@ -321,6 +321,29 @@ def test_a_litellm_prompt_parameter_from_the_client_is_a_400_naming_it(call_type
         "forwarded"
 
 
+CALL_AGAIN = {"groq/llama-8k": "groq/llama-8k"}
+
+
+@pytest.mark.parametrize("call_type, body, field", [
+    ("acompletion", chat(USER, context_window_fallback_dict=CALL_AGAIN), "context_window_fallback_dict"),
+    ("aresponses", {"model": "g", "input": "hi", "context_window_fallback_dict": CALL_AGAIN},
+     "context_window_fallback_dict"),
+    ("anthropic_messages", {"model": "g", "max_tokens": 10, "messages": [USER], "context_window_fallback_dict": CALL_AGAIN},
+     "context_window_fallback_dict"),
+    ("anthropic_messages", {"model": "g", "max_tokens": 10, "messages": [USER],
+                            "fallbacks": [{"model": "g2", "context_window_fallback_dict": CALL_AGAIN}]},
+     "fallbacks[0].context_window_fallback_dict"),
+])
+def test_a_dict_that_makes_litellm_call_again_without_the_hooks_is_a_400_naming_it(call_type, body, field):
+    """LiteLLM 1.103 answers the plugin's refusal of its /v1/messages and /v1/responses bridges' inner completion by
+    calling the unwrapped function again with ``context_window_fallback_dict``'s model: a refused 12,014-token body
+    reached an 8,000-token window (an attack review). Empty, it is nothing."""
+    outcome, error = run(body, call_type)
+    assert outcome == "rejected" and error.param == field and "without the gateway's budget check" in error.message
+    quiet = {k: v for k, v in body.items() if k not in ("fallbacks", "litellm_call_id", "metadata", "litellm_metadata")}
+    assert run({**quiet, "context_window_fallback_dict": {}}, call_type)[0] == "forwarded"
+
+
 @pytest.mark.parametrize("call_type, body", [
     ("acompletion", chat(USER, user_config={"model_list": [{"model_name": "g", "litellm_params": {
         "model": "openai/gpt-4o-4k", "api_base": "http://127.0.0.1:9/v1"}}]})),

@@ -736,6 +736,27 @@ def test_a_prompt_parameter_reaching_an_attempt_is_refused_unless_its_deployment
                                                            "litellm_system_prompt": "other"}, "acompletion"))
 
 
+def test_a_call_again_dict_reaching_an_attempt_is_refused_unless_its_deployment_sets_it(monkeypatch):
+    """``context_window_fallback_dict`` merged into an attempt from a fallback target in the router's format: LiteLLM
+    1.103 would send the refused call again to its model without the hooks. The deployment's own is the operator's."""
+    from budget_hook.proxy import hook
+
+    own = {"groq/x": "groq/x-large"}
+    router = type("Router", (), {"default_litellm_params": {}, "model_list": [
+        {"model_name": "g", "model_info": {"id": "dep-op"}, "litellm_params": {
+            "model": "openai/x", "context_window_fallback_dict": own}}]})()
+    monkeypatch.setattr(hook, "_router", lambda: router)
+    plugin = make_plugin(4000)
+    out = run_hook(plugin, {"model": "g", "messages": [{"role": "user", "content": "hi"}]})
+    with pytest.raises(BudgetHookHTTPError) as caught:
+        asyncio.run(plugin.async_pre_call_deployment_hook(
+            {**attempt_kwargs(out, "small"), "context_window_fallback_dict": {"openai/x": "openai/y"}}, "acompletion"))
+    assert caught.value.status_code == 400 and caught.value.param == "context_window_fallback_dict"
+    assert "context_window_fallbacks" in caught.value.message
+    operator = {**attempt_kwargs(out, "g", "dep-op"), "context_window_fallback_dict": own}
+    assert asyncio.run(plugin.async_pre_call_deployment_hook(operator, "acompletion")) is None
+
+
 def test_attempts_the_plugin_did_not_decide_are_left_alone():
     plugin = make_plugin()
     kwargs = attempt_kwargs({"messages": [{"role": "user", "content": "hi"}], "litellm_call_id": "unknown"}, "g")

@@ -348,3 +348,59 @@ def test_an_attempt_on_a_smaller_window_counts_the_chain():
     with pytest.raises(Exception, match="stored response"):
         asyncio.run(recheck(plugin, attempt, "aresponses", router=lambda: None, error_type=BudgetHookHTTPError,
                             overflow_error=lambda message, model: ValueError(message)))
+
+
+def test_the_response_a_client_gets_is_stored_before_it_is_sent():
+    """After an MCP tool loop on /v1/responses the success callback carries the loop's first call, the client the
+    follow-up's response (an attack review: a continuation of it was counted by its new input alone). The post-call
+    hook stores the chain of what the client gets; a stream's ``response.completed`` events are stored before they
+    are passed on, and any other stream is handed back as it is."""
+    plugin = make_plugin(window=8000)
+    asyncio.run(plugin.async_post_call_success_hook({"input": "hi"}, None, response("resp_followup", 5000)))
+    assert asyncio.run(plugin.chains.lookup(RESPONSES, {"previous_response_id": "resp_followup"})) == Chain(5008)
+
+    events = [{"type": "response.created", "response": response("resp_s", 0)},
+              SimpleNamespace(type="response.completed", response=response("resp_first", 30)),
+              {"type": "response.output_text.delta", "delta": "ok"},
+              {"type": "response.completed", "response": response("resp_last", 4000)}]
+    seen: list = []
+
+    async def stream():
+        for event in events:
+            yield event
+
+    async def client(watched):
+        received = []
+        async for event in watched:
+            received.append(event)
+            if event is events[-1]:  # a continuation the client sends as soon as it reads the id is counted
+                seen.append(await plugin.chains.lookup(RESPONSES, {"previous_response_id": "resp_last"}))
+        return received
+
+    source = stream()
+    assert asyncio.run(client(plugin.async_post_call_streaming_iterator_hook(None, source, {"input": "hi"}))) == events
+    assert seen == [Chain(4008)]
+    assert asyncio.run(plugin.chains.lookup(RESPONSES, {"previous_response_id": "resp_first"})) == Chain(38)
+    chat = stream()
+    assert plugin.async_post_call_streaming_iterator_hook(None, chat, {"messages": []}) is chat  # no layer added
+
+
+def test_one_response_seen_twice_is_written_to_redis_once():
+    writes: list[str] = []
+
+    class FakeRedis:
+        async def set(self, key, value, ex=None):
+            writes.append(value)
+
+    async def run(what, operation):
+        return await operation(FakeRedis())
+
+    now = [0.0]
+    store = ChainStore(run=run, clock=lambda: now[0])
+    for _ in range(2):  # the success callback and the post-call hook
+        assert asyncio.run(store.remember(response("resp_twice", 40))) == 48
+    assert writes == ["48"]
+    asyncio.run(store.remember(response("resp_twice", 50)))  # another size: written
+    now[0] = 120.0
+    asyncio.run(store.remember(response("resp_twice", 50)))  # and a minute later, again
+    assert writes == ["48", "58", "58"]

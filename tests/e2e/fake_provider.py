@@ -25,7 +25,8 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>`` on stdout. Like a rea
   A Claude model whose name ends in ``-1m`` serves its window only to a request whose ``anthropic-beta`` header
   holds ``context-1m-2025-08-07``, and 200,000 tokens to any other, as Anthropic serves Claude Sonnet 4 and 4.5.
   A Claude model whose name ends in ``-calls-tools`` answers a request with tools and no ``tool_result`` yet with a
-  call of its first tool (to drive a server-side tool loop: LiteLLM's MCP gateway runs the tool and calls again).
+  call of its first tool (to drive a server-side tool loop: LiteLLM's MCP gateway runs the tool and calls again);
+  so does any model of that name on ``/v1/responses``, with a ``function_call`` item, until the input holds an output.
 
 * serves the providers' token-counting endpoints, counting exactly as the generate endpoint bills:
   Anthropic ``POST /v1/messages/count_tokens`` -> ``{"input_tokens": N}``, OpenAI ``POST
@@ -543,6 +544,10 @@ def _responses(self, body: dict) -> None:
     text = f"ok: {len(items)} items, {prompt} input tokens"
     message = {"type": "message", "id": f"msg_{uuid.uuid4().hex[:8]}", "status": "completed", "role": "assistant",
                "content": [{"type": "output_text", "text": text, "annotations": []}]}
+    functions = [t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"]
+    if model.endswith("-calls-tools") and functions and not any(kind and kind.endswith("_call_output") for kind, _ in calls):
+        message = {"type": "function_call", "id": f"fc_{uuid.uuid4().hex[:8]}", "call_id": f"call_{uuid.uuid4().hex[:8]}",
+                   "name": functions[0]["name"], "arguments": "{}", "status": "completed"}
     response = {
         "id": f"resp_{uuid.uuid4().hex[:12]}", "object": "response", "created_at": now, "status": "completed",
         "model": model, "output": [message],
@@ -565,14 +570,18 @@ def _stream_response(self, response: dict, message: dict, text: str) -> None:
     started = {**response, "status": "in_progress", "output": [], "usage": None}
     part = {"type": "output_text", "text": "", "annotations": []}
     ids = {"item_id": message["id"], "output_index": 0}
-    events = [
-        ("response.created", {"response": started}),
-        ("response.in_progress", {"response": started}),
-        ("response.output_item.added", {"output_index": 0, "item": {**message, "status": "in_progress", "content": []}}),
+    text_events = [
         ("response.content_part.added", {**ids, "content_index": 0, "part": part}),
         ("response.output_text.delta", {**ids, "content_index": 0, "delta": text}),
         ("response.output_text.done", {**ids, "content_index": 0, "text": text}),
         ("response.content_part.done", {**ids, "content_index": 0, "part": {**part, "text": text}}),
+    ] if message["type"] == "message" else []  # a function call: the item alone
+    events = [
+        ("response.created", {"response": started}),
+        ("response.in_progress", {"response": started}),
+        ("response.output_item.added", {"output_index": 0, "item": {**message, "status": "in_progress",
+                                                                     **({"content": []} if text_events else {})}}),
+        *text_events,
         ("response.output_item.done", {"output_index": 0, "item": message}),
         ("response.completed", {"response": response}),
     ]

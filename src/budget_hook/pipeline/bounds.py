@@ -151,8 +151,15 @@ PROMPT_PARAMETERS = ("litellm_system_prompt", "ensure_alternating_roles", "user_
                      # a stored prompt's variables the proxy did not fill in before the hook (it takes them out when it
                      # does): LiteLLM fills them into the deployment's own prompt_id inside the call, twice
                      "prompt_variables", "prompt_label", "prompt_version")
+#: LiteLLM parameters that make it call the provider again after the hooks refused a call, without running them:
+#: LiteLLM 1.103's client wrapper answers a ContextWindowExceededError of an ``acompletion`` whose ``metadata`` names
+#: no ``model_group`` (the inner call of its /v1/messages and /v1/responses bridges) by calling the unwrapped
+#: function again with the dict's model (an attack review forwarded a refused 12,014-token body to an 8,000 window)
+CALL_AGAIN_PARAMETERS = ("context_window_fallback_dict",)
+#: what a client may not set, at the top level or in a ``fallbacks`` entry (checked as ``PROMPT_PARAMETERS`` are)
+CLIENT_PARAMETERS = (*PROMPT_PARAMETERS, *CALL_AGAIN_PARAMETERS)
 #: what a ``fallbacks`` entry may not carry either: LiteLLM fills its stored prompt in for the fallback call alone
-FALLBACK_PROMPT_PARAMETERS = (*PROMPT_PARAMETERS, "prompt_id")
+FALLBACK_PROMPT_PARAMETERS = (*CLIENT_PARAMETERS, "prompt_id")
 PROMPT_PARAMETER_REMEDY = ("LiteLLM adds prompt text of its own for this parameter after the gateway's budget check, "
                            "so it cannot be budgeted; put that text in the messages (send alternating user and "
                            "assistant turns), or ask the gateway operator to set it on the deployment")
@@ -177,10 +184,18 @@ STORED_PROMPT_REMEDY = ("LiteLLM fills this stored prompt in after the gateway's
                         "of a /chat/completions request (the proxy fills that in before the check)")
 
 
+CALL_AGAIN_REMEDY = ("LiteLLM sends the request again to the model this names after the gateway refused it, without "
+                     "the gateway's budget check, so it cannot be budgeted; ask the gateway operator for a model group "
+                     "with a larger window, or for context_window_fallbacks on the gateway's router (those are "
+                     "budgeted)")
+
+
 def prompt_parameter_remedy(path: str) -> str:
     """What the client can do instead of sending the prompt parameter at ``path``."""
     if path == "prompt_id":
         return STORED_PROMPT_REMEDY
+    if path.rpartition(".")[2] in CALL_AGAIN_PARAMETERS:
+        return CALL_AGAIN_REMEDY
     return TEMPLATE_OVERRIDE_REMEDY if "chat_template_kwargs." in path else PROMPT_PARAMETER_REMEDY
 
 
@@ -212,7 +227,7 @@ def prompt_parameter(body: Mapping[str, Any], more: tuple[str, ...] = ()) -> str
         sources += [(f"fallbacks[{index}].", entry) for index, entry in enumerate(fallbacks)]
     for prefix, source in sources:
         if isinstance(source, Mapping):
-            for name in FALLBACK_PROMPT_PARAMETERS if prefix else (*PROMPT_PARAMETERS, *more):
+            for name in FALLBACK_PROMPT_PARAMETERS if prefix else (*CLIENT_PARAMETERS, *more):
                 if _set(source.get(name)):
                     return prefix + name
             overrides = template_overrides(source)
@@ -224,7 +239,7 @@ def prompt_parameter(body: Mapping[str, Any], more: tuple[str, ...] = ()) -> str
 def operator_prompt_parameters(kwargs: Mapping[str, Any], own: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
     """The ``PROMPT_PARAMETERS`` (and ``chat_template_kwargs``, ``extra_body``) a router attempt carries with the value
     its deployment's own parameters set (``own``, asked only when one is there): the operator's, not a client's."""
-    present = [name for name in (*PROMPT_PARAMETERS, "chat_template_kwargs", "extra_body") if name in kwargs]
+    present = [name for name in (*CLIENT_PARAMETERS, "chat_template_kwargs", "extra_body") if name in kwargs]
     configured = own() if present else {}
     return {name: kwargs[name] for name in present if name in configured and configured[name] == kwargs[name]}
 
@@ -244,7 +259,7 @@ def added_prompt_parameter(kwargs: Mapping[str, Any], own: Callable[[], Mapping[
     """The first of ``PROMPT_PARAMETERS`` set in a router attempt that is not the operator's
     (``operator_prompt_parameters``): a client's, however it got there (a fallback target in any format LiteLLM
     merges, a settings override)."""
-    present = [name for name in PROMPT_PARAMETERS if _set(kwargs.get(name))]
+    present = [name for name in CLIENT_PARAMETERS if _set(kwargs.get(name))]
     overrides = template_overrides(kwargs)
     if overrides:  # each one, as the operator set it on the deployment or not at all
         operator = template_overrides(own())

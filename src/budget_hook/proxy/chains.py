@@ -51,6 +51,8 @@ from .answers import CHAIN_REMEDY
 #: how long and how many chains are kept (OpenAI keeps a stored response 30 days)
 CHAIN_TTL_SECONDS = 30 * 24 * 3600.0
 CHAIN_ENTRIES = 100_000
+#: the same chain stored again within this time is not written to Redis again
+REWRITE_AFTER_SECONDS = 60.0
 #: an id (as the provider gets it) longer than this is no response id: not looked up, not stored
 MAX_ID_CHARS = 1024
 #: a client's id longer than this is not even resolved (unknown)
@@ -182,7 +184,10 @@ class ChainStore:
         if key is None or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in held):
             return None
         tokens = int(held[0]) + int(held[1])
+        known = self._local.get(key)
         self._keep(key, tokens)
+        if known is not None and known[1] == tokens and known[0] - self._ttl + REWRITE_AFTER_SECONDS > self._clock():
+            return tokens  # stored a moment ago: the success callback and the post-call hook see one response
         if self._run is not None:
             async def write(client: Any) -> None:
                 await client.set(self._redis_key(key), str(tokens), ex=int(self._ttl))

@@ -63,7 +63,7 @@ from .metrics import Metrics, register_with_prometheus
 from .model_info import ROUTES as MODEL_INFO_ROUTES
 from .model_info import advertise, groups_in, is_proxy_admin
 from .offload import Offloader
-from .outcomes import log_internal, log_outcome, note_overflow, snapshot
+from .outcomes import log_internal, log_outcome, note_overflow, remember_chain, snapshot, watch_chain
 from .provider_count import ProviderCounter, decide_with_provider_count
 from .records import Decided, RecordStore, attach_record
 from .route_guard import KnownTeams, install_path_context, note_a2a_caller, pass_through_model, refused_call
@@ -466,6 +466,15 @@ class BudgetHookPlugin(CustomLogger):
                                                     ) -> dict[str, str] | None:
         record = self.records.find(data.get("litellm_call_id")) if isinstance(data, Mapping) else None
         return record.headers() if record else None
+
+    async def async_post_call_success_hook(self, data: dict, user_api_key_dict: Any, response: Any) -> None:
+        """The response a client gets: its Responses chain stored before it is sent (the success callback may have
+        seen another one: the first call of a server-side tool loop)."""
+        await remember_chain(self, "success", response)
+
+    def async_post_call_streaming_iterator_hook(self, user_api_key_dict: Any, response: Any, request_data: dict) -> Any:
+        """A Responses stream, its chain stored from its ``response.completed`` event; any other as it is (no layer)."""
+        return watch_chain(self, response, request_data)
 
     async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
         await self._log_outcome("success", kwargs, response_obj)

@@ -6,6 +6,8 @@
 * ``log_internal``: the plugin's own failure, as one ``budget_hook.internal_error`` line (CRITICAL) and the
   failure record it leaves;
 * ``purge_later``: a failed call leaves after ``failed_seconds`` even when no other request comes;
+* ``remember_chain``, ``watch_chain``: a Responses call's chain stored from the response the client gets (the
+  success callback's, the post-call hook's, a stream's ``response.completed`` event: ``chains``);
 * ``note_overflow``: from the failure hook: a forwarded call the provider refused as too long gets the
   answer a block would have (``answers.overflow_answer``), kept with the call for the error handler, and the
   exception's message rewritten for routes that render it themselves (``/v1/messages``). For a request that
@@ -141,6 +143,30 @@ async def remember_chain(plugin: Any, outcome: str, response_obj: Any) -> int | 
         logger.exception("budget_hook: could not store a Responses chain")
         return None
     return stored
+
+
+def watch_chain(plugin: Any, response: Any, request_data: Any) -> Any:
+    """A stream as the client gets it, with the chain of its ``response.completed`` event stored before that event
+    is passed on (``async_post_call_streaming_iterator_hook``); any other stream as it is. LiteLLM's success
+    callback can miss the response a client receives: after an MCP tool loop on ``/v1/responses`` it carries the
+    loop's first call, so a continuation of the answer the client got was counted by its new input alone (an attack
+    review: 17,517 tokens reached a 16,000-token window)."""
+    if getattr(plugin, "chains", None) is None or not isinstance(request_data, Mapping) \
+            or "input" not in request_data or "messages" in request_data:  # not a Responses request
+        return response
+    return _watched(plugin, response)
+
+
+async def _watched(plugin: Any, response: Any) -> Any:
+    async for chunk in response:
+        if _event_type(chunk) == "response.completed":
+            completed = chunk.get("response") if isinstance(chunk, Mapping) else getattr(chunk, "response", None)
+            await remember_chain(plugin, "success", completed)
+        yield chunk
+
+
+def _event_type(chunk: Any) -> Any:
+    return chunk.get("type") if isinstance(chunk, Mapping) else getattr(chunk, "type", None)
 
 
 async def log_outcome(plugin: Any, outcome: str, kwargs: dict, response_obj: Any, *, ours: type,
