@@ -489,3 +489,32 @@ def test_the_gateway_s_own_block_never_teaches_a_window():
     passed = SimpleNamespace(action="pass", learnable=True, estimate_forwarded=9008, attempts=(), teacher=None,
                              quotes_overflow=False, routed_by_client=False, client_beta=False)
     assert asyncio.run(learn_from_error(learning, kwargs, passed))["window"] == 1600
+
+
+def test_the_provider_count_of_a_continuation_is_taken_less_the_chain_it_holds():
+    """OpenAI's input_tokens endpoint counts the chain a ``previous_response_id`` names with the new input, while the
+    decision counts the chain as ``held``: the provider's count is taken less it (else the chain counted twice, and a
+    factor of chain/new input applied to the new input)."""
+    from types import SimpleNamespace
+
+    from budget_hook.proxy.provider_count import decide_with_provider_count
+
+    class Counter:
+        async def count(self, target, body, timeout):
+            return 6000 + 900, "answered"  # the chain's 6,000 and the new input's ~900
+
+        def server_window(self, target):
+            return None
+
+    async def run(fn, body, weight=None):
+        return fn()
+    plugin_settings = load_settings({"provider_count": "always"})
+    plugin = SimpleNamespace(provider_counter=Counter(), offloader=SimpleNamespace(run=run), settings=plugin_settings)
+    body = {"model": "g", "input": "word " * 900, "previous_response_id": "resp_1", "max_output_tokens": 100}
+    request = BudgetRequest(SHAPES.get("responses"), body, "g", ModelLimits(16_000, "test", "gpt-4o"), held=6000)
+    first = decide(request, plugin_settings)
+    assert 6900 <= first.tokens_before <= 6920  # the chain in the count, as the request's overhead
+    again = asyncio.run(decide_with_provider_count(plugin, request, first,
+                                                   [_deployment("openai/gpt-4o", "http://p.test/v1")]))
+    assert again.calibration.provider_tokens == 900
+    assert abs(again.tokens_before - 6900) <= 10 and again.action == "pass"

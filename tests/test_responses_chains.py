@@ -159,7 +159,8 @@ def test_the_local_store_is_bounded_and_forgets_after_its_ttl():
 @given(held=st.integers(min_value=0, max_value=20_000), words=st.integers(min_value=1, max_value=400))
 def test_a_counted_chain_is_forwarded_only_when_chain_and_new_input_fit(held, words):
     """The invariant: with a known chain, a request is forwarded only if chain + new input is within the budget;
-    otherwise it is refused (never trimmed: the chain is not ours to cut), and the record counts both."""
+    otherwise it is refused (the chain is not ours to cut, and a lone user message is never cut), and the record
+    counts both."""
     plugin = make_plugin(window=8000)
     remember(plugin, response("resp_p", held, 0))
     data = continued("resp_p", words=words)
@@ -404,3 +405,52 @@ def test_one_response_seen_twice_is_written_to_redis_once():
     now[0] = 120.0
     asyncio.run(store.remember(response("resp_twice", 50)))  # and a minute later, again
     assert writes == ["48", "58", "58"]
+
+
+@settings(max_examples=30, deadline=None)
+@given(held=st.integers(min_value=0, max_value=15_500),
+       outputs=st.lists(st.integers(min_value=20, max_value=3000), min_size=1, max_size=4))
+def test_a_chained_request_s_new_input_is_trimmed_to_what_the_chain_leaves(held, outputs):
+    """A continuation's new input (here the outputs of calls the provider holds, as LiteLLM 1.103's MCP loop on
+    /v1/responses sends its follow-up: every such loop whose tool output did not fit beside the chain was refused)
+    is trimmed to what the chain leaves of the budget; it is refused only when that cannot make the room, and never
+    forwarded over it. No output leaves: its call is the provider's."""
+    plugin = make_plugin(window=16_000)
+    remember(plugin, response("resp_t", held, 0))
+    items = [{"type": "function_call_output", "call_id": f"call_{n}", "output": f"out{n} " + "word " * words}
+             for n, words in enumerate(outputs)]
+    data = {**continued("resp_t"), "input": [*items, {"role": "user", "content": "go on"}]}
+    try:
+        forwarded = run_hook(plugin, data, call_type="aresponses")
+    except BudgetHookHTTPError as error:
+        assert "start a new chain" in error.message
+        forwarded = None
+    record = plugin.records.find("c")
+    budget = record.budget["budget"]
+    assert record.chain["held"] == held and record.tokens_before == held + record.chain["new_input"]
+    if forwarded is None:  # the trim was tried: what it could not bring under the budget is said
+        facts = record.block["facts"]
+        assert record.action == "blocked" and facts["chain_tokens"] == held
+        assert facts["tokens_after_trimming"] > budget and facts["protected_tokens"]["request_overhead"] >= held
+        return
+    assert record.tokens_after <= budget and record.action in ("pass", "trimmed")
+    assert (record.action == "trimmed") == (record.tokens_before > budget)
+    sent = forwarded.get("input", data["input"])
+    assert [item.get("call_id") for item in sent[:-1]] == [item["call_id"] for item in items]
+    # what is forwarded is what was counted: the chain, and the new input as cut (counted afresh, with no chain)
+    fresh = make_plugin(window=16_000)
+    run_hook(fresh, {**continued("resp_unseen", call_id="d"), "input": sent}, call_type="aresponses")
+    assert held + fresh.records.find("d").tokens_before == record.tokens_after
+
+
+def test_a_tool_output_that_does_not_fit_beside_the_chain_is_cut_not_refused():
+    plugin = make_plugin(window=16_000)
+    remember(plugin, response("resp_loop", 30))  # the first call of LiteLLM 1.103's MCP loop on /v1/responses
+    follow_up = {**continued("resp_loop"), "input": [
+        {"type": "function_call_output", "call_id": "call_mcp", "output": "report " * 40_000}]}
+    forwarded = run_hook(plugin, follow_up, call_type="aresponses")
+    record = plugin.records.find("c")
+    assert record.action == "trimmed" and record.tokens_before > 40_000 and record.tokens_after <= 15_100
+    assert record.chain == {"state": "known", "held": 38, "new_input": record.tokens_before - 38}
+    output = forwarded["input"][0]["output"]
+    assert output.startswith("report report") and len(output) < len("report " * 40_000) * 0.4 and "removed" in output

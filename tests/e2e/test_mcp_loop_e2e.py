@@ -79,6 +79,21 @@ def completed_id(response) -> str:
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["once", "streamed"])
+def test_a_tool_output_over_the_window_is_trimmed_on_v1_responses(proxy, stream):
+    """LiteLLM 1.103 sends the follow-up of an unstreamed loop as a continuation of the first call
+    (``previous_response_id`` and the tool's output alone): its new input is trimmed to what that chain leaves. (It
+    was refused whole: a chain over the budget was never trimmed.)"""
+    proxy, upstream = proxy
+    report = {**BRIEF, "server_url": "litellm_proxy/mcp/report"}
+    response = post(proxy, "/v1/responses", {"model": "gpt", "max_output_tokens": 100, "stream": stream,
+                                             "input": f"Fetch the report ({stream}).", "tools": [report]}, timeout=120)
+    assert response.status_code == 200, response.text[:400]
+    follow_ups = [p["body"] for p in upstream_payloads(upstream) if p["path"].endswith("/responses")
+                  and "mcpout" in json.dumps(p["body"])]
+    assert follow_ups and "removed from the middle" in json.dumps(follow_ups[-1]), "cut to fit the window"
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["once", "streamed"])
 def test_a_continuation_of_the_answer_an_mcp_loop_gave_counts_its_chain(proxy, stream):
     proxy, upstream = proxy
     first = post(proxy, "/v1/responses", {"model": "gpt", "max_output_tokens": 100, "stream": stream,

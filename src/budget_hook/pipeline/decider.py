@@ -201,7 +201,7 @@ def decide(request: BudgetRequest, settings: PluginSettings) -> Decision:
         assert isinstance(shape, ConversationShape)
         return decide_conversation(request.body, model_group=group, limits=request.limits,
                                    resolved=resolved, counter=counter, shape=shape,
-                                   calibration=request.calibration)
+                                   calibration=request.calibration, held=request.held)
     except TrimElsewhere:
         raise  # not a failure: the caller decides the request again on another thread
     except Exception as exc:  # a bug of ours: never blamed on the client, handled per the fail mode
@@ -265,16 +265,20 @@ def decide_conversation(
     counter: TokenCounter,
     shape: ConversationShape = CHAT,
     calibration: Calibration | None = None,
+    held: int = 0,
 ) -> Decision:
     """Decide on a conversation request (chat by default, or any ``ConversationShape``).
 
     ``calibration`` multiplies every count (a learned correction, or the provider's count of this very
-    request over our estimate of it); the decision says when asking the provider could change it."""
+    request over our estimate of it); the decision says when asking the provider could change it. ``held``: tokens
+    the provider holds before the request's input (``BudgetRequest.held``), in every count, never trimmed: the new
+    input is trimmed to what the chain leaves."""
     policy = resolved.policy
     calibration = calibration or Calibration()
     context = _Context(request, model_group, limits, resolved, calibration=calibration,
                        count=count_facts(counter, calibration))
     counter = corrected(counter, calibration.factor, calibration.label() or "")
+    counter = with_overhead(counter, held)  # the provider's own billing of it: not scaled by a correction
     window, early = context.start()
     if early is not None:
         return early

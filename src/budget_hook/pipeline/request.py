@@ -70,3 +70,6 @@ class BudgetRequest:
     #: the body is the client's request (the pre-call hook, the CLI), not a router attempt's kwargs, where the
     #: deployment's own ``litellm_params`` are merged in (``bounds.prompt_parameter`` looks at the client's only)
     client_body: bool = True
+    #: tokens the provider holds before this request's input (the Responses chain a ``previous_response_id``
+    #: continues, as this gateway saw it billed): counted with every count of the request, never trimmed
+    held: int = 0

@@ -99,8 +99,8 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
             body = plugin.litellm_rewrite(shape, as_lists(kwargs, shape.content_fields), limits)
             return decide(request if body is kwargs else replace(request, body=body), plugin.settings)
         decision = await plugin.offloader.run(decide_attempt, kwargs, weight=decision_weight(limits))
-        # the Responses chain the provider holds, counted against this attempt's own window too
-        decision = chained(decision, Chain(decided.chain) if decided.chain is not None else None, kwargs)
+        # the Responses chain the provider holds (``BudgetRequest.held``) counted against this attempt's window too
+        decision = chained(decision, Chain(decided.chain) if decided.chain is not None else None)
     except Exception as exc:  # the plugin's own failure, per the fail mode of the first decision
         log_internal(exc, kwargs, decided.fail_mode, decided.request, router())
         if decided.fail_mode == "closed":

@@ -4,15 +4,17 @@ A ``/v1/responses`` request naming ``previous_response_id`` sends only its new i
 whole chain before it. The gateway counts the chain from what it already saw: on each successful Responses
 call, the response id the *provider* returned -> the tokens of the chain so far (its billed input, which
 holds the earlier chain, + its output), written from the provider's usage, never from anything a client
-sends. A request continuing a known response is then counted as that chain + its new input
-(``chained``): more than the budget, and it is refused (the gateway cannot trim what the provider holds),
-with the remedy to start a new chain or compact. An id this gateway never saw (another gateway issued it,
-or the store forgot it) is counted by its new input only, and the record says ``chain: {"state": "unknown"}``.
+sends. A request continuing a known response is then counted as that chain + its new input: its new input is
+trimmed to what the chain leaves of the budget, and when that cannot make the room it is refused (the gateway
+cannot trim what the provider holds) with the remedy to start a new chain or compact. An id this gateway never
+saw (another gateway issued it, or the store forgot it) is counted by its new input only, and the record says
+``chain: {"state": "unknown"}``.
 
 Contract: ``ChainStore(run=...)``; ``await lookup(shape, body)`` -> ``Chain`` or None (the request continues no
 response); ``await remember(response)`` stores a successful response's chain (its size, or None).
-``chained(decision, chain, body)`` is the decision counted with the chain; ``annotated(record, chain,
-new_input)`` its record (``tokens_before`` / ``tokens_after`` with the chain, ``chain``). Kept per process
+A request is decided with the chain counted (``BudgetRequest.held``, as the request's overhead: its new input is
+trimmed to what the chain leaves); ``chained(decision, chain)`` gives a refusal the chain's size and remedy, and
+``annotated(record, chain)`` says in the record what the chain holds (``chain``). Kept per process
 (``CHAIN_ENTRIES`` at most, for ``CHAIN_TTL_SECONDS``) and, when LiteLLM has Redis, shared through it like the
 learned state (``shared.SharedLearning``'s connection: same timeout and back-off; key
 ``budget_hook:v1:chain:<sha256 of the id>``).
@@ -43,7 +45,6 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ..pipeline import Decision, DecisionRecord
-from ..pipeline.decision import BlockReason, shadowed
 from ..shapes import Shape
 from ..shapes.responses import SERVER_HISTORY_NOTE
 from .answers import CHAIN_REMEDY
@@ -213,53 +214,29 @@ def _tokens(value: Any) -> int | None:
     return number if 0 <= number < 10**9 else None
 
 
-def _budget(decision: Decision) -> dict[str, Any] | None:
-    return decision.report.budget.as_dict() if decision.report is not None else None
-
-
-def chained(decision: Decision, chain: Chain | None, body: Mapping[str, Any]) -> Decision:
-    """The decision with the chain the provider holds counted: chain + the new input over the budget is a
-    block (the chain cannot be trimmed here: only a new chain or a compaction helps)."""
-    new_input = decision.tokens_before
-    terms = _budget(decision)
-    if chain is None or chain.held is None or decision.block is not None or new_input is None or terms is None:
+def chained(decision: Decision, chain: Chain | None) -> Decision:
+    """The decision of a request continuing a chain this gateway knows, made with the chain counted
+    (``BudgetRequest.held``: its new input trimmed to what the chain leaves): a refusal says what the chain holds,
+    with the remedy only a new chain or a compaction gives (the chain is the provider's: it cannot be trimmed)."""
+    block = decision.block
+    if chain is None or not chain.held or block is None or block.kind != "cannot_fit":
         return decision
-    total = chain.held + new_input
-    if total <= terms["budget"] and decision.action == "pass":
-        return decision
-    names = ("window", "output_reserve", "output_reserve_source", "safety_margin", "cap", "budget")
-    budget_terms: dict[str, Any] = {k: terms[k] for k in names if k in terms}
-    message = (f"model group {decision.model_group!r}: the request continues a stored response whose chain holds "
-               f"{chain.held} tokens at the provider; with its {new_input} new input tokens that is {total} tokens, "
-               f"over the input budget of {terms['budget']} (window {terms.get('window')} - output reserve "
-               f"{terms.get('output_reserve')} - safety margin {terms.get('safety_margin')}). This model's maximum "
-               f"context length is {terms.get('window')} tokens. {CHAIN_REMEDY}")
-    facts: dict[str, Any] = {"model_group": decision.model_group, **budget_terms, "tokens_before": total,
-                             "chain_tokens": chain.held, "new_input_tokens": new_input}
-    action = shadowed("blocked", decision.mode)
-    return replace(decision, action=action, request=body, report=None,
-                   block=BlockReason("cannot_fit", message, facts))
+    message = (f"{block.message} The request continues a stored response whose chain holds {chain.held} tokens at the "
+               f"provider (counted in the request's overhead above). {CHAIN_REMEDY}")
+    return replace(decision, block=replace(block, message=message, facts={**block.facts, "chain_tokens": chain.held}))
 
 
-def annotated(record: DecisionRecord, chain: Chain | None, new_input: int | None,
-              body: Mapping[str, Any] | None = None) -> DecisionRecord:
-    """The record of a request continuing a chain: counted with it (``tokens_before`` / ``tokens_after``), and
-    ``chain`` says how much the provider holds, or that this gateway does not know (never the id: a client
-    wrote it)."""
+def annotated(record: DecisionRecord, chain: Chain | None, body: Mapping[str, Any] | None = None) -> DecisionRecord:
+    """The record of a request continuing a chain: ``chain`` says how much the provider holds (counted in
+    ``tokens_before`` and ``tokens_after``) and how much the new input is, or that this gateway does not know (never
+    the id: a client wrote it)."""
     if chain is None:
         return record
     if chain.held is None:
         return replace(record, chain={"state": "unknown", "counted": "new input only"})
-    facts = record.block.get("facts") if isinstance(record.block, Mapping) else None
-    if isinstance(facts, Mapping) and "chain_tokens" in facts:  # refused for the chain: counted with it already
-        before, after = record.tokens_before, record.tokens_after
-    else:
-        before = new_input + chain.held if isinstance(new_input, int) else record.tokens_before
-        after = record.tokens_after
-        if record.block is None and isinstance(after, int):
-            after += chain.held
+    before = record.tokens_before
+    new_input = before - chain.held if isinstance(before, int) else None
     # the history is counted now: no "not counted" note, unless a ``conversation`` holds more of it
     notes = record.notes if isinstance(body, Mapping) and body.get("conversation") else \
         tuple(n for n in record.notes if n != SERVER_HISTORY_NOTE)
-    return replace(record, tokens_before=before, tokens_after=after, notes=notes,
-                   chain={"state": "known", "held": chain.held, "new_input": new_input})
+    return replace(record, notes=notes, chain={"state": "known", "held": chain.held, "new_input": new_input})

@@ -322,7 +322,8 @@ class BudgetHookPlugin(CustomLogger):
                 self.model_limits(group) if in_map is None else limits_from_router(None, in_map), caller)
             chain = await self.chains.lookup(shape, data)  # what the provider holds for previous_response_id
             request = labelled(_router(), BudgetRequest(shape=shape, body=data, model_group=group, limits=limits,
-                               caller=caller, client=read_client_input(data, key), calibration=calibration))
+                               caller=caller, client=read_client_input(data, key), calibration=calibration,
+                               held=chain.held or 0 if chain is not None else 0))
             budget_request = request
 
             def decide_and_snapshot() -> tuple[BudgetRequest, Decision, dict[str, Any], int]:  # for attempts: what
@@ -339,8 +340,8 @@ class BudgetHookPlugin(CustomLogger):
                 decision = await self._with_provider_count(request, decision)
             if decision.action == "skipped":
                 return None
-            new_input, decision = decision.tokens_before, chained(decision, chain, data)
-            record = annotated(DecisionRecord.build(decision, request), chain, new_input, data)
+            decision = chained(decision, chain)
+            record = annotated(DecisionRecord.build(decision, request), chain, data)
         except Exception as exc:  # the plugin's own failure: never blame the client for it
             if isinstance(exc, InternalFailure):
                 fail_mode = exc.fail_mode
@@ -359,7 +360,7 @@ class BudgetHookPlugin(CustomLogger):
             spec = block_error(decision, shape)
             raise BudgetHookHTTPError(spec, headers=record.headers(), shape=shape,
                                       streamed=streamed_answer(shape, data, call_type, spec))
-        if decision.request is not snapped:  # a provider's count or a Responses chain decided it again
+        if decision.request is not snapped:  # a provider's count decided it again
             content = content_snapshot(compared_fields(shape), decision.request)
             size = held_size(content, data)
         # whether the request quotes overflow wording is asked only if a provider's error comes
