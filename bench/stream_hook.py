@@ -29,12 +29,16 @@ from litellm.caching.caching import DualCache
 from litellm.proxy._types import UserAPIKeyAuth
 from litellm.proxy.utils import ProxyLogging
 
+from budget_hook.proxy import route_guard
 from budget_hook.proxy.hook import BudgetHookPlugin
 
 
-def per_chunk_us(callbacks: list, request_data: dict, chunks: int, streams: int) -> float:
-    """CPU per chunk (microseconds) of LiteLLM's iterator hook with ``callbacks`` registered."""
+def per_chunk_us(callbacks: list, route: str, chunks: int, streams: int) -> float:
+    """CPU per chunk (microseconds) of LiteLLM's iterator hook with ``callbacks`` registered, on ``route`` (the path
+    the proxy serves, which decides whether the plugin watches the stream)."""
     litellm.callbacks = callbacks
+    route_guard._ROUTE.set(route)
+    request_data = {"litellm_call_id": "bench"}
     logging_obj = ProxyLogging(user_api_key_cache=DualCache())
 
     async def source():
@@ -75,14 +79,14 @@ def main() -> None:
     parser.add_argument("--streams", type=int, default=30)
     args = parser.parse_args()
     plugin = BudgetHookPlugin()
-    rows = (("chat (a stream of ours is handed back)", {"messages": [], "litellm_call_id": "c"}),
-            ("/v1/responses (watched for response.completed)", {"input": "hi", "litellm_call_id": "r"}))
+    rows = (("/v1/chat/completions (handed back as it is)", "/v1/chat/completions"),
+            ("/v1/responses (watched for response.completed)", "/v1/responses"))
     own = litellm_chunk_us(args.streams)
     print(f"LiteLLM's own work for a chunk of a streamed completion: {own:.1f} us")
     print(f"{'stream':52} {'hook, alone':>12} {'with budget_hook':>17} {'added':>9} {'of LiteLLM own':>15}")
-    for name, data in rows:
-        base = per_chunk_us([], data, args.chunks, args.streams)
-        ours = per_chunk_us([plugin], data, args.chunks, args.streams)
+    for name, route in rows:
+        base = per_chunk_us([], route, args.chunks, args.streams)
+        ours = per_chunk_us([plugin], route, args.chunks, args.streams)
         print(f"{name:52} {base:9.2f} us {ours:14.2f} us {ours - base:6.2f} us {(ours - base) / own:14.4f}x")
 
 

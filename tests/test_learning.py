@@ -518,3 +518,13 @@ def test_the_provider_count_of_a_continuation_is_taken_less_the_chain_it_holds()
                                                    [_deployment("openai/gpt-4o", "http://p.test/v1")]))
     assert again.calibration.provider_tokens == 900
     assert abs(again.tokens_before - 6900) <= 10 and again.action == "pass"
+
+
+def test_a_continuation_whose_extra_body_names_the_chain_is_not_counted_by_the_provider():
+    """LiteLLM forwards ``extra_body.previous_response_id`` (merged last), the count endpoint is sent the top-level
+    id: the provider would count another chain than the one taken off its count (a review: a 4,017-token chain
+    subtracted from a count holding an 18-token one, 9,028 tokens forwarded into 8,000)."""
+    target = count_target(_deployment("openai/gpt-4o", "http://p.test/v1"), "responses")
+    assert target.unsent({"input": "hi", "previous_response_id": "resp_a"}) == []
+    assert target.unsent({"input": "hi", "previous_response_id": "resp_a",
+                          "extra_body": {"previous_response_id": "resp_b"}}) == ["extra_body.previous_response_id"]

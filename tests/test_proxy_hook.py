@@ -748,13 +748,44 @@ def test_a_call_again_dict_reaching_an_attempt_is_refused_unless_its_deployment_
     monkeypatch.setattr(hook, "_router", lambda: router)
     plugin = make_plugin(4000)
     out = run_hook(plugin, {"model": "g", "messages": [{"role": "user", "content": "hi"}]})
-    with pytest.raises(BudgetHookHTTPError) as caught:
-        asyncio.run(plugin.async_pre_call_deployment_hook(
-            {**attempt_kwargs(out, "small"), "context_window_fallback_dict": {"openai/x": "openai/y"}}, "acompletion"))
+    client = {**attempt_kwargs(out, "small"), "context_window_fallback_dict": {"openai/x": "openai/y"}}
+    routed = {**client, "metadata": {**client["metadata"], "model_group": "g"}}
+    with pytest.raises(BudgetHookHTTPError) as caught:  # a router attempt: the router handles what follows
+        asyncio.run(plugin.async_pre_call_deployment_hook(routed, "acompletion"))
     assert caught.value.status_code == 400 and caught.value.param == "context_window_fallback_dict"
     assert "context_window_fallbacks" in caught.value.message
+    # no model_group: LiteLLM 1.103 would call again with the dict, so the refusal travels in the kwargs
+    bomb = asyncio.run(plugin.async_pre_call_deployment_hook(client, "acompletion"))["mock_response"]
+    assert isinstance(bomb, BudgetHookHTTPError) and bomb.param == "context_window_fallback_dict"
     operator = {**attempt_kwargs(out, "g", "dep-op"), "context_window_fallback_dict": own}
     assert asyncio.run(plugin.async_pre_call_deployment_hook(operator, "acompletion")) is None
+
+
+def test_a_refused_inner_completion_litellm_would_call_again_raises_on_every_call():
+    """LiteLLM 1.103 answers the refusal of a completion whose ``metadata`` names no ``model_group`` (its bridges'
+    inner call) by calling the unwrapped function again with the same kwargs, for the operator's ``num_retries`` (a
+    review: a refused 12,014-token body reached an 8,000-token window twice) or a ``context_window_fallback_dict``:
+    those kwargs carry the refusal as LiteLLM's ``mock_response``, which it raises before sending anything. Elsewhere
+    the refusal is raised as before."""
+    import litellm
+
+    from budget_hook.proxy.attempts import lasting_refusal
+
+    refusal = litellm.ContextWindowExceededError(message="budget_hook blocked", model="m", llm_provider="budget_hook")
+    inner = {"model": "groq/x", "messages": [], "litellm_metadata": {"model_group": "g"}}
+    assert lasting_refusal(inner, "acompletion", refusal, retries=2)["mock_response"] is refusal
+    assert lasting_refusal({**inner, "num_retries": 1}, "acompletion", refusal, retries=None)["mock_response"] is refusal
+    assert lasting_refusal({**inner, "context_window_fallback_dict": {"groq/x": "groq/y"}}, "acompletion", refusal,
+                           retries=None)["mock_response"] is refusal
+    for kwargs, call_type, retries in (
+            (inner, "acompletion", None),  # nothing calls it again
+            ({**inner, "num_retries": 0}, "acompletion", 2),  # the call's own 0 wins
+            ({**inner, "metadata": {"model_group": "g"}}, "acompletion", 2),  # a router call: the router retries
+            (inner, "aresponses", 2)):
+        with pytest.raises(litellm.ContextWindowExceededError):
+            lasting_refusal(kwargs, call_type, refusal, retries=retries)
+    with pytest.raises(litellm.ContextWindowExceededError):  # LiteLLM raises it for every call of those kwargs
+        asyncio.run(litellm.acompletion(**lasting_refusal(inner, "acompletion", refusal, retries=2)))
 
 
 def test_attempts_the_plugin_did_not_decide_are_left_alone():

@@ -19,6 +19,7 @@ from litellm.proxy._types import ProxyException
 
 from budget_hook.budget import ModelLimits
 from budget_hook.learning import Overflow
+from budget_hook.proxy import route_guard
 from budget_hook.proxy.answers import overflow_answer, provider_overflow
 from budget_hook.proxy.chains import Chain, ChainStore, chain_key
 from budget_hook.proxy.hook import BudgetHookHTTPError
@@ -378,12 +379,22 @@ def test_the_response_a_client_gets_is_stored_before_it_is_sent():
                 seen.append(await plugin.chains.lookup(RESPONSES, {"previous_response_id": "resp_last"}))
         return received
 
-    source = stream()
-    assert asyncio.run(client(plugin.async_post_call_streaming_iterator_hook(None, source, {"input": "hi"}))) == events
+    def hooked(route, source, request_data):
+        token = route_guard._ROUTE.set(route)  # the path the proxy serves (``route_guard._RouteContext``)
+        try:
+            return plugin.async_post_call_streaming_iterator_hook(None, source, request_data)
+        finally:
+            route_guard._ROUTE.reset(token)
+
+    # on /v1/responses, whatever the request's keys (a review: a ``messages`` key LiteLLM ignores there turned the
+    # watch off when the request's keys decided it)
+    watched = hooked("/v1/responses", stream(), {"input": "hi", "messages": [{"role": "user", "content": "x"}]})
+    assert asyncio.run(client(watched)) == events
     assert seen == [Chain(4008)]
     assert asyncio.run(plugin.chains.lookup(RESPONSES, {"previous_response_id": "resp_first"})) == Chain(38)
     chat = stream()
-    assert plugin.async_post_call_streaming_iterator_hook(None, chat, {"messages": []}) is chat  # no layer added
+    assert hooked("/v1/chat/completions", chat, {"input": "hi"}) is chat  # another route: no layer added
+    assert hooked(None, chat, {"messages": []}) is not chat  # a route not known: watched
 
 
 def test_one_response_seen_twice_is_written_to_redis_once():
@@ -454,3 +465,24 @@ def test_a_tool_output_that_does_not_fit_beside_the_chain_is_cut_not_refused():
     assert record.chain == {"state": "known", "held": 38, "new_input": record.tokens_before - 38}
     output = forwarded["input"][0]["output"]
     assert output.startswith("report report") and len(output) < len("report " * 40_000) * 0.4 and "removed" in output
+
+
+def test_an_attempt_continuing_another_chain_counts_that_one():
+    """A client's ``fallbacks`` entry carrying its own ``previous_response_id`` (LiteLLM merges the entry into the
+    fallback call): the attempt continued a 4,017-token chain and was decided with none (a review: 8,328 tokens
+    reached an 8,000-token window). The attempt looks its chain up; the larger of the two counts."""
+    from budget_hook.proxy.attempts import recheck
+
+    plugin = make_plugin(window=8000)
+    remember(plugin, response("resp_small", 10))
+    remember(plugin, response("resp_big", 4000))
+    data = continued("resp_small", words=4000, call_id="fe")
+    run_hook(plugin, data, call_type="aresponses")
+    assert plugin.records.decided("fe").chain == 18
+    attempt = {**data, "previous_response_id": "resp_big", "metadata": {"model_group": "g"}}
+    with pytest.raises(Exception, match="stored response whose chain holds 4008"):
+        asyncio.run(recheck(plugin, attempt, "aresponses", router=lambda: None, error_type=BudgetHookHTTPError,
+                            overflow_error=lambda message, model: ValueError(message)))
+    same = {**data, "metadata": {"model_group": "g"}}  # the request's own chain: the first decision holds
+    assert asyncio.run(recheck(plugin, same, "aresponses", router=lambda: None, error_type=BudgetHookHTTPError,
+                               overflow_error=lambda message, model: ValueError(message))) is None

@@ -7,7 +7,9 @@ That inner call's ``metadata`` names no ``model_group``, so LiteLLM's client wra
 calling the unwrapped function again with the dict's model: the refused body (12,014 tokens) reached the provider's
 8,000-token window, and the record said ``pass``. The dict is refused at the top level and in a ``fallbacks`` entry
 (an empty one is nothing), before anything reaches the provider; the same body without it is refused as over the
-window.
+window. With the operator's ``num_retries`` set, LiteLLM 1.103's wrapper also retried that refused inner call
+without the hooks (a review of the fix: the body reached the provider twice); the refusal now travels in the kwargs
+those calls reuse (``attempts.lasting_refusal``).
 """
 
 from __future__ import annotations
@@ -37,7 +39,8 @@ def proxy(tmp_path_factory):
         "model_list": [{"model_name": "bridged", "model_info": {"max_input_tokens": WINDOW},
                         "litellm_params": {"model": "groq/llama-8k", "api_key": "fake-key",
                                            "api_base": f"http://127.0.0.1:{upstream.port}/v1"}}],
-        "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
+        # the operator's retries: LiteLLM 1.103 retried the bridge's refused inner call without the hooks
+        "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 2},
         "callback_settings": {"budget_hook": {}},
     }
     yield from serve_config(folder, config, upstream)
@@ -70,10 +73,11 @@ def test_a_dict_that_makes_litellm_call_again_is_a_400_naming_it(proxy, path, bo
     assert not payloads_with(upstream, tag)  # on the code before, the refused body reached the 8,000-token window
 
 
-@pytest.mark.parametrize("path, body", [("/v1/messages", MESSAGES), ("/v1/responses", RESPONSES)])
+@pytest.mark.parametrize("path, body", [("/v1/messages", MESSAGES), ("/v1/responses", RESPONSES),
+                                        ("/v1/messages", {**MESSAGES, "stream": True})])
 def test_without_it_the_bridged_call_is_refused_as_over_the_window(proxy, path, body):
     process, upstream = proxy
-    tag = f"e2e-cwd-control-{path.rsplit('/', 1)[-1]}"
+    tag = f"e2e-cwd-control-{path.rsplit('/', 1)[-1]}-{'stream' if body.get('stream') else 'once'}"
     response = post(process, path, {**body, "response_format": schema(tag), "context_window_fallback_dict": {}})
     assert response.status_code == 400, response.text
     assert "budget_hook blocked this request" in response.text

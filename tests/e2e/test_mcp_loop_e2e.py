@@ -93,16 +93,19 @@ def test_a_tool_output_over_the_window_is_trimmed_on_v1_responses(proxy, stream)
     assert follow_ups and "removed from the middle" in json.dumps(follow_ups[-1]), "cut to fit the window"
 
 
-@pytest.mark.parametrize("stream", [False, True], ids=["once", "streamed"])
-def test_a_continuation_of_the_answer_an_mcp_loop_gave_counts_its_chain(proxy, stream):
+@pytest.mark.parametrize("stream, extra", [(False, {}), (True, {}), (True, {"messages": [{"role": "user", "content": "x"}]})],
+                         ids=["once", "streamed", "streamed-messages-key"])
+def test_a_continuation_of_the_answer_an_mcp_loop_gave_counts_its_chain(proxy, stream, extra):
+    """(A ``messages`` key, which LiteLLM ignores on ``/v1/responses``, turned the watch of the stream off while the
+    request's keys decided it: a review of the fix.)"""
     proxy, upstream = proxy
-    first = post(proxy, "/v1/responses", {"model": "gpt", "max_output_tokens": 100, "stream": stream,
+    first = post(proxy, "/v1/responses", {"model": "gpt", "max_output_tokens": 100, "stream": stream, **extra,
                                           "input": "Fetch the brief.", "tools": [BRIEF]}, timeout=120)
     assert first.status_code == 200, first.text[:400]
     calls = [p for p in upstream_payloads(upstream) if p["path"].endswith("/responses")
              and "Fetch the brief." in json.dumps(p["body"])]
     assert len(calls) >= 2, "the first call, then the follow-up with the tool's output"
-    tag = f"e2e-mcp-chain-{'streamed' if stream else 'once'}"
+    tag = f"e2e-mcp-chain-{'streamed' if stream else 'once'}-{len(extra)}"
     words = " ".join(f"more{index % 89} words" for index in range(4000))
     after = post(proxy, "/v1/responses", {"model": "gpt", "max_output_tokens": 100, "input": f"[{tag}] {words}",
                                           "previous_response_id": completed_id(first)})

@@ -82,25 +82,30 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
             params = own()                  # which the router merged into the call)
             limits = with_client_headers(limits, {k: v for k, v in kwargs.items()
                                                   if k not in ("extra_headers", "headers") or v != params.get(k)})
+        # the chain this attempt continues: the request's, or another one a ``fallbacks`` entry's own
+        # ``previous_response_id`` put in its place (LiteLLM merges the entry into the fallback call), the larger
+        found = await plugin.chains.lookup(shape, kwargs)
+        held = max(decided.chain or 0, found.held or 0) if found is not None else decided.chain
+
         def same_content() -> bool:
             return all(unchanged(kwargs.get(f), decided.content.get(f)) for f in compared_fields(shape))
         # a large content (a million token ids, 300,000 parts) is compared in the pool, as it was decided there
         large = sum(len(nodes[0]) for nodes in decided.content.values()) > INLINE_NODES
         same = await plugin.offloader.run(same_content, kwargs, pool=True) if large else same_content()
-        if same and covers(limits, decided.limits) and not asks_more_output(shape, kwargs, limits, decided.reserve,
-                                                                              own):
+        if same and held == decided.chain and covers(limits, decided.limits) \
+                and not asks_more_output(shape, kwargs, limits, decided.reserve, own):
             return None  # nothing differs: the first decision holds for this deployment
         # in the attempt's own format: LiteLLM may have translated the body on the way (a /v1/messages call to
         # an OpenAI deployment reaches it as a Responses call)
         request = labelled(router(), replace(decided.request, shape=shape, body=kwargs, model_group=group,
-                                             limits=limits, client_body=False))
+                                             limits=limits, client_body=False, held=held or 0))
 
         def decide_attempt() -> Decision:  # a fallback to Claude gets what LiteLLM writes there (in the pool too)
             body = plugin.litellm_rewrite(shape, as_lists(kwargs, shape.content_fields), limits)
             return decide(request if body is kwargs else replace(request, body=body), plugin.settings)
         decision = await plugin.offloader.run(decide_attempt, kwargs, weight=decision_weight(limits))
         # the Responses chain the provider holds (``BudgetRequest.held``) counted against this attempt's window too
-        decision = chained(decision, Chain(decided.chain) if decided.chain is not None else None)
+        decision = chained(decision, Chain(held) if held is not None else None)
     except Exception as exc:  # the plugin's own failure, per the fail mode of the first decision
         log_internal(exc, kwargs, decided.fail_mode, decided.request, router())
         if decided.fail_mode == "closed":
@@ -110,6 +115,26 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
     if decision.action == "blocked":
         raise overflow_error(block_error(decision, shape).message, str(kwargs.get("model")))
     return None if decision.request is kwargs else dict(decision.request)
+
+
+def lasting_refusal(kwargs: dict[str, Any], call_type: Any, refusal: Exception, *, retries: Any) -> dict[str, Any]:
+    """The kwargs a refused attempt is sent with when LiteLLM would call again without the hooks, so that every
+    such call raises ``refusal`` before anything is sent (LiteLLM raises a ``mock_response`` that is an exception);
+    otherwise ``refusal`` is raised. LiteLLM 1.103's client wrapper answers the refusal of a completion whose
+    ``metadata`` names no ``model_group`` (its /v1/messages and /v1/responses bridges' inner call) by calling the
+    unwrapped function again, with these kwargs: for ``num_retries`` (``retries``: the operator's
+    ``litellm_settings`` one, when the call sets none), a ``retry_policy``, and a ``context_window_fallback_dict``
+    (an attack review sent a refused 12,014-token body to an 8,000-token window twice)."""
+    metadata = kwargs.get("metadata")
+    try:
+        routed = "model_group" in (metadata or {})  # LiteLLM's own test (``_is_litellm_router_call``)
+    except TypeError:
+        routed = False
+    again = kwargs.get("num_retries") or (kwargs.get("num_retries") is None and retries) \
+        or kwargs.get("retry_policy") or kwargs.get("context_window_fallback_dict")
+    if getattr(call_type, "value", call_type) != "acompletion" or routed or not again:
+        raise refusal
+    return {**kwargs, "mock_response": refusal}
 
 
 #: an attempt whose decided content holds more objects than this is compared in the pool (~1 ms of walk)

@@ -53,7 +53,7 @@ from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, Shape
 from . import windows
 from .answers import error_object, streamed_answer
 from .app_hooks import expose, wrap_error_handler, wrap_routes
-from .attempts import compared_fields, content_snapshot, held_size, recheck, reserved_output
+from .attempts import compared_fields, content_snapshot, held_size, lasting_refusal, recheck, reserved_output
 from .chains import ChainStore, annotated, chained
 from .client_input import SETTINGS_NAME, caller_of, read_client_input
 from .errors import ErrorSpec, block_error, internal_error, unread_route_error
@@ -66,7 +66,14 @@ from .offload import Offloader
 from .outcomes import log_internal, log_outcome, note_overflow, remember_chain, snapshot, watch_chain
 from .provider_count import ProviderCounter, decide_with_provider_count
 from .records import Decided, RecordStore, attach_record
-from .route_guard import KnownTeams, install_path_context, note_a2a_caller, pass_through_model, refused_call
+from .route_guard import (
+    KnownTeams,
+    current_route,
+    install_path_context,
+    note_a2a_caller,
+    pass_through_model,
+    refused_call,
+)
 from .shared import SharedLearning, litellm_redis
 from .windows import (
     WindowCache,
@@ -437,8 +444,11 @@ class BudgetHookPlugin(CustomLogger):
     async def async_pre_call_deployment_hook(self, kwargs: dict[str, Any], call_type: Any) -> dict[str, Any] | None:
         """Check the request once more against the deployment this attempt goes to (``attempts.recheck``)."""
         self._decide_last()
-        return await recheck(self, kwargs, call_type, router=_router, error_type=BudgetHookHTTPError,
-                             overflow_error=_overflow_error)
+        try:
+            return await recheck(self, kwargs, call_type, router=_router, error_type=BudgetHookHTTPError,
+                                 overflow_error=_overflow_error)
+        except Exception as refusal:  # raised, unless LiteLLM would send the call again without this hook
+            return lasting_refusal(kwargs, call_type, refusal, retries=litellm.num_retries)
 
     def _internal_failure(self, exc: Exception, data: dict, key: str, fail_mode: str,
                           request: BudgetRequest | None) -> None:
@@ -469,13 +479,10 @@ class BudgetHookPlugin(CustomLogger):
         return record.headers() if record else None
 
     async def async_post_call_success_hook(self, data: dict, user_api_key_dict: Any, response: Any) -> None:
-        """The response a client gets: its Responses chain stored before it is sent (the success callback may have
-        seen another one: the first call of a server-side tool loop)."""
-        await remember_chain(self, "success", response)
+        await remember_chain(self, "success", response)  # what the client gets (``outcomes.watch_chain``)
 
     def async_post_call_streaming_iterator_hook(self, user_api_key_dict: Any, response: Any, request_data: dict) -> Any:
-        """A Responses stream, its chain stored from its ``response.completed`` event; any other as it is (no layer)."""
-        return watch_chain(self, response, request_data)
+        return watch_chain(self, response, current_route())  # a Responses stream watched; any other as it is
 
     async def async_log_success_event(self, kwargs: dict, response_obj: Any, start_time: Any, end_time: Any) -> None:
         await self._log_outcome("success", kwargs, response_obj)

@@ -145,14 +145,15 @@ async def remember_chain(plugin: Any, outcome: str, response_obj: Any) -> int | 
     return stored
 
 
-def watch_chain(plugin: Any, response: Any, request_data: Any) -> Any:
-    """A stream as the client gets it, with the chain of its ``response.completed`` event stored before that event
-    is passed on (``async_post_call_streaming_iterator_hook``); any other stream as it is. LiteLLM's success
-    callback can miss the response a client receives: after an MCP tool loop on ``/v1/responses`` it carries the
-    loop's first call, so a continuation of the answer the client got was counted by its new input alone (an attack
-    review: 17,517 tokens reached a 16,000-token window)."""
-    if getattr(plugin, "chains", None) is None or not isinstance(request_data, Mapping) \
-            or "input" not in request_data or "messages" in request_data:  # not a Responses request
+def watch_chain(plugin: Any, response: Any, route: str | None) -> Any:
+    """A stream as the client gets it, with the chain of each ``response.completed`` event stored before that event
+    is passed on (``async_post_call_streaming_iterator_hook``), on a Responses route (``route``: the path the proxy
+    serves, None when unknown: watched); any other stream as it is. LiteLLM's success callback can miss the response
+    a client receives: after an MCP tool loop on ``/v1/responses`` it carries the loop's first call, so a
+    continuation of the answer the client got was counted by its new input alone (an attack review: 17,517 tokens
+    reached a 16,000-token window). Never from the request's own keys, which the client writes (a review: a
+    ``messages`` key LiteLLM ignores on ``/v1/responses`` turned the watch off)."""
+    if getattr(plugin, "chains", None) is None or (route is not None and "responses" not in route):
         return response
     return _watched(plugin, response)
 

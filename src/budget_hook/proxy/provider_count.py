@@ -69,8 +69,14 @@ class CountTarget:
         """The fields whose text reaches the prompt (``rendered.PROMPT_FIELDS``) that this endpoint is not sent: its
         count would leave them out, and scaling the estimate by it would undo their count."""
         sent = self.fields()
-        return [name for name in PROMPT_FIELDS if name not in sent
-                and any(source.get(name) for _, source in with_extra_body(request))]
+        unsent = [name for name in PROMPT_FIELDS if name not in sent
+                  and any(source.get(name) for _, source in with_extra_body(request))]
+        extra = request.get("extra_body")
+        if "previous_response_id" in sent and isinstance(extra, Mapping) and extra.get("previous_response_id"):
+            # LiteLLM forwards that id (it merges ``extra_body`` last), the endpoint is sent the top-level one: the
+            # chain counted there is not the one the request continues (a review: the larger one was taken off)
+            unsent.append("extra_body.previous_response_id")
+        return unsent
 
     def body(self, request: Mapping[str, Any]) -> dict[str, Any]:
         inner = {k: request[k] for k in self.fields() if request.get(k) is not None}
