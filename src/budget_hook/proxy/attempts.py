@@ -85,7 +85,9 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
         # the chain this attempt continues: the request's, or another one a ``fallbacks`` entry's own
         # ``previous_response_id`` put in its place (LiteLLM merges the entry into the fallback call), the larger
         found = await plugin.chains.lookup(shape, kwargs)
-        held = max(decided.chain or 0, found.held or 0) if found is not None else decided.chain
+        held = decided.chain
+        if found is not None and found.held is not None and (held is None or found.held > held):
+            held = found.held
 
         def same_content() -> bool:
             return all(unchanged(kwargs.get(f), decided.content.get(f)) for f in compared_fields(shape))
