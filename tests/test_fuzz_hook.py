@@ -321,6 +321,21 @@ def test_a_litellm_prompt_parameter_from_the_client_is_a_400_naming_it(call_type
         "forwarded"
 
 
+@pytest.mark.parametrize("field, value", [("instructions", "word " * 6000), ("previous_response_id", "resp_1"),
+                                          ("conversation", "conv_1"), ("prompt", {"id": "pmpt_1"}),
+                                          ("text", {"format": {"type": "json_schema", "name": "x", "schema": {}}})])
+def test_a_responses_field_on_v1_messages_is_a_400_naming_it(field, value):
+    """LiteLLM forwards these into the Responses call it makes for /v1/messages to an OpenAI deployment, where the
+    Anthropic body's count never read them; that inner call was refused, and LiteLLM 1.103 sent it again without the
+    hooks when retries were set (a review: 9,015 tokens reached an 8,000-token window twice)."""
+    body = {"model": "g", "max_tokens": 10, "messages": [USER], field: value}
+    outcome, error = run(body, "anthropic_messages")
+    assert outcome == "rejected" and error.param == field and "/v1/responses" in error.message
+    assert run({**body, field: None}, "anthropic_messages")[0] == "forwarded"
+    outcome, error = run({"model": "g", "input": "hi", field: value}, "aresponses")  # counted there, or refused
+    assert outcome != "rejected" or "a Responses API field" not in error.message      # for reasons of its own
+
+
 CALL_AGAIN = {"groq/llama-8k": "groq/llama-8k"}
 
 

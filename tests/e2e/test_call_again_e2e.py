@@ -34,10 +34,14 @@ def schema(tag: str) -> dict:
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory):
     folder = tmp_path_factory.mktemp("call_again")
-    upstream = start_fake_provider(folder, {"llama-8k": WINDOW})
+    upstream = start_fake_provider(folder, {"llama-8k": WINDOW, "gpt-4o-8k": WINDOW}, flags=["--chains"])
     config = {
         "model_list": [{"model_name": "bridged", "model_info": {"max_input_tokens": WINDOW},
                         "litellm_params": {"model": "groq/llama-8k", "api_key": "fake-key",
+                                           "api_base": f"http://127.0.0.1:{upstream.port}/v1"}},
+                       # /v1/messages reaches it as a Responses call (LiteLLM's adapter), retried by its own setting
+                       {"model_name": "gpt", "model_info": {"max_input_tokens": WINDOW},
+                        "litellm_params": {"model": "openai/gpt-4o-8k", "api_key": "fake-key", "num_retries": 2,
                                            "api_base": f"http://127.0.0.1:{upstream.port}/v1"}}],
         # the operator's retries: LiteLLM 1.103 retried the bridge's refused inner call without the hooks
         "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 2},
@@ -81,4 +85,22 @@ def test_without_it_the_bridged_call_is_refused_as_over_the_window(proxy, path, 
     response = post(process, path, {**body, "response_format": schema(tag), "context_window_fallback_dict": {}})
     assert response.status_code == 400, response.text
     assert "budget_hook blocked this request" in response.text
+    assert not payloads_with(upstream, tag)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("instructions", " ".join(f"rule{index % 97} lorem" for index in range(4000))),
+    ("previous_response_id", "resp_unknown"),
+])
+@pytest.mark.parametrize("stream", [False, True], ids=["once", "streamed"])
+def test_a_responses_field_on_v1_messages_is_a_400_before_the_responses_call(proxy, field, value, stream):
+    """LiteLLM forwards it into the Responses call it makes for an OpenAI deployment, which the Anthropic body's count
+    never read; that inner call was refused, and LiteLLM 1.103 sent it again without the hooks for the deployment's
+    ``num_retries`` (a review: 9,015 tokens reached the 8,000-token window twice). A 400 naming it, before routing."""
+    process, upstream = proxy
+    tag = f"e2e-resp-field-{field}-{stream}"
+    response = post(process, "/v1/messages", {"model": "gpt", "max_tokens": 100, "stream": stream, field: value,
+                                              "messages": [{"role": "user", "content": f"[{tag}] hi"}]})
+    assert response.status_code == 400, response.text
+    assert field in response.text and "/v1/responses" in response.text
     assert not payloads_with(upstream, tag)

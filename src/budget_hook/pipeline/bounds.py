@@ -35,6 +35,7 @@ from typing import Any
 from ..counting.rendered import PROMPT_FIELDS, with_extra_body
 from ..errors import MalformedRequestError
 from ..shapes import CONTENT_FIELDS
+from ..shapes.anthropic import RESPONSES_ONLY_FIELDS
 
 #: levels of nesting a request field may have (the field itself is level 1)
 MAX_DEPTH = 100
@@ -190,10 +191,17 @@ CALL_AGAIN_REMEDY = ("LiteLLM sends the request again to the model this names af
                      "budgeted)")
 
 
+RESPONSES_FIELD_REMEDY = ("a Responses API field: LiteLLM forwards it into the Responses call it makes for an OpenAI "
+                          "deployment after the gateway's budget check, so it cannot be budgeted on /v1/messages; send "
+                          "instructions as system, or send the request to /v1/responses, where it is counted")
+
+
 def prompt_parameter_remedy(path: str) -> str:
     """What the client can do instead of sending the prompt parameter at ``path``."""
     if path == "prompt_id":
         return STORED_PROMPT_REMEDY
+    if path in RESPONSES_ONLY_FIELDS:
+        return RESPONSES_FIELD_REMEDY
     if path.rpartition(".")[2] in CALL_AGAIN_PARAMETERS:
         return CALL_AGAIN_REMEDY
     return TEMPLATE_OVERRIDE_REMEDY if "chat_template_kwargs." in path else PROMPT_PARAMETER_REMEDY

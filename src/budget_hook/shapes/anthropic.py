@@ -437,6 +437,11 @@ def _limit(facts: Mapping[str, Any]) -> int | None:
     return window - margin if isinstance(window, int) and isinstance(margin, int) else None
 
 
+#: Responses API fields a ``/v1/messages`` request may not carry (``prompt_fields``): LiteLLM forwards them, uncounted,
+#: into the Responses call it makes for an OpenAI deployment (1.103 re-sent it refused without the hooks: 9,015 > 8,000)
+RESPONSES_ONLY_FIELDS = ("instructions", "previous_response_id", "conversation", "text", "prompt")
+
+
 def _overflow_wording(facts: Mapping[str, Any], tokens_before: int | None) -> str:
     # Anthropic's own sentences, which Claude Code and the Anthropic SDKs' users react to, chosen as Anthropic
     # chooses: "prompt is too long" when the input alone is too long (Claude Code compacts), the max_tokens
@@ -487,7 +492,8 @@ SHAPE = ConversationShape(
     unreadable=_unreadable,
     references=anthropic_references,
     # the proxy fills a stored prompt in before the hook only for chat and Responses calls; LiteLLM fills this one
-    # in after both hooks (when it bridges the call, and on the way to Claude: a 21k-token template reached 16k)
-    prompt_fields=("prompt_id",),
+    # in after both hooks (when it bridges the call, and on the way to Claude: a 21k-token template reached 16k);
+    # and the Responses API's own fields, which LiteLLM forwards when it serves the call through that API
+    prompt_fields=("prompt_id", *RESPONSES_ONLY_FIELDS),
     protected_note=CACHE_PREFIX_NOTE,
 )
