@@ -788,6 +788,21 @@ def test_a_refused_inner_completion_litellm_would_call_again_raises_on_every_cal
         asyncio.run(litellm.acompletion(**lasting_refusal(inner, "acompletion", refusal, retries=2)))
 
 
+def test_a_refused_responses_call_litellm_will_send_again_is_said(caplog):
+    """A Responses call has no exception ``mock_response``: LiteLLM re-sends a refused router attempt of it (its
+    router keeps ``model_group`` in ``litellm_metadata``) for a deployment's ``num_retries``, without the hooks (a
+    review: a fallback's 12,011 tokens reached an 8,000-token deployment twice, 1.103 and 1.108). Raised, and said."""
+    import litellm
+
+    from budget_hook.proxy.attempts import lasting_refusal
+
+    refusal = litellm.ContextWindowExceededError(message="budget_hook blocked", model="m", llm_provider="budget_hook")
+    attempt = {"model": "openai/x", "input": "hi", "litellm_metadata": {"model_group": "small"}, "num_retries": 2}
+    with caplog.at_level("WARNING", logger="budget_hook"), pytest.raises(litellm.ContextWindowExceededError):
+        lasting_refusal(attempt, "aresponses", refusal, retries=None)
+    assert "router_settings" in caplog.text and "num_retries=2" in caplog.text
+
+
 def test_attempts_the_plugin_did_not_decide_are_left_alone():
     plugin = make_plugin()
     kwargs = attempt_kwargs({"messages": [{"role": "user", "content": "hi"}], "litellm_call_id": "unknown"}, "g")

@@ -540,6 +540,8 @@ def _responses(self, body: dict) -> None:
     if prompt + reserve > window:
         return self._error(400, f"Your input exceeds the context window of this model. ({prompt} + {reserve} > {window})",
                            "context_length_exceeded", "input")
+    if str(model).endswith("-down"):
+        return self._error(500, "The server had an error while processing your request.", "server_error")
     now = int(time.time())
     text = f"ok: {len(items)} items, {prompt} input tokens"
     message = {"type": "message", "id": f"msg_{uuid.uuid4().hex[:8]}", "status": "completed", "role": "assistant",

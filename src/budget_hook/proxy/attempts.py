@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import logging
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
@@ -44,6 +45,7 @@ from .outcomes import log_internal
 from .route_guard import as_lists, attempt_deployment, router_metadata_key, undecided_attempt
 from .windows import covers, deployment_params
 
+logger = logging.getLogger("budget_hook")
 #: how many attempts a record keeps (the last ones)
 ATTEMPTS_KEPT = 10
 
@@ -134,7 +136,14 @@ def lasting_refusal(kwargs: dict[str, Any], call_type: Any, refusal: Exception, 
         routed = False
     again = kwargs.get("num_retries") or (kwargs.get("num_retries") is None and retries) \
         or kwargs.get("retry_policy") or kwargs.get("context_window_fallback_dict")
-    if getattr(call_type, "value", call_type) != "acompletion" or routed or not again:
+    kind = getattr(call_type, "value", call_type)
+    if kind == "aresponses" and again and not routed:
+        # LiteLLM raises no exception given as a Responses call's ``mock_response``: it will send this call again
+        # without the hooks (``docs/security.md``: retries belong in ``router_settings``, which the hooks see)
+        logger.warning("budget_hook: LiteLLM will send this refused Responses call again without the gateway's check "
+                       "(num_retries=%s on the deployment or in litellm_settings); set num_retries in router_settings "
+                       "instead", kwargs.get("num_retries", retries))
+    if kind != "acompletion" or routed or not again:
         raise refusal
     return {**kwargs, "mock_response": refusal}
 
