@@ -128,7 +128,9 @@ def lasting_refusal(kwargs: dict[str, Any], call_type: Any, refusal: Exception, 
     ``metadata`` names no ``model_group`` (its /v1/messages and /v1/responses bridges' inner call) by calling the
     unwrapped function again, with these kwargs: for ``num_retries`` (``retries``: the operator's
     ``litellm_settings`` one, when the call sets none), a ``retry_policy``, and a ``context_window_fallback_dict``
-    (an attack review sent a refused 12,014-token body to an 8,000-token window twice)."""
+    (an attack review sent a refused 12,014-token body to an 8,000-token window twice). A Responses call cannot carry
+    it (LiteLLM raises no exception given as its ``mock_response``): its refusal is raised, and a WARNING says LiteLLM
+    will send it again (``docs/security.md``, thirteenth review: open)."""
     metadata = kwargs.get("metadata")
     try:
         routed = "model_group" in (metadata or {})  # LiteLLM's own test (``_is_litellm_router_call``)
