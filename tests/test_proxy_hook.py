@@ -789,9 +789,10 @@ def test_a_refused_inner_completion_litellm_would_call_again_raises_on_every_cal
 
 
 def test_a_refused_responses_call_litellm_will_send_again_is_said(caplog):
-    """A Responses call has no exception ``mock_response``: LiteLLM re-sends a refused router attempt of it (its
-    router keeps ``model_group`` in ``litellm_metadata``) for a deployment's ``num_retries``, without the hooks (a
-    review: a fallback's 12,011 tokens reached an 8,000-token deployment twice, 1.103 and 1.108). Raised, and said."""
+    """A Responses call has no exception ``mock_response``: LiteLLM 1.103 re-sends a refused router attempt of it (its
+    router keeps ``model_group`` in ``litellm_metadata``, its wrapper reads ``metadata``) for a deployment's
+    ``num_retries``, without the hooks (a fallback's 12,011 tokens reached an 8,000-token deployment twice). Raised,
+    and said; not where LiteLLM's own test (1.108's) finds a router call."""
     import litellm
 
     from budget_hook.proxy.attempts import lasting_refusal
@@ -801,6 +802,16 @@ def test_a_refused_responses_call_litellm_will_send_again_is_said(caplog):
     with caplog.at_level("WARNING", logger="budget_hook"), pytest.raises(litellm.ContextWindowExceededError):
         lasting_refusal(attempt, "aresponses", refusal, retries=None)
     assert "router_settings" in caplog.text and "num_retries=2" in caplog.text
+    caplog.clear()
+
+    def reads_both(kwargs, *, is_async):  # LiteLLM 1.108's own test: it sends neither call again
+        return any(isinstance(kwargs.get(k), dict) and "model_group" in kwargs[k] for k in ("metadata", "litellm_metadata"))
+    inner = {"model": "groq/x", "messages": [], "litellm_metadata": {"model_group": "g"}, "num_retries": 2}
+    with caplog.at_level("WARNING", logger="budget_hook"):
+        for kwargs, call_type in ((attempt, "aresponses"), (inner, "acompletion")):
+            with pytest.raises(litellm.ContextWindowExceededError):
+                lasting_refusal(kwargs, call_type, refusal, retries=2, router_call=reads_both)
+    assert "router_settings" not in caplog.text
 
 
 def test_attempts_the_plugin_did_not_decide_are_left_alone():

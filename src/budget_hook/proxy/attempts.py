@@ -121,7 +121,8 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
     return None if decision.request is kwargs else dict(decision.request)
 
 
-def lasting_refusal(kwargs: dict[str, Any], call_type: Any, refusal: Exception, *, retries: Any) -> dict[str, Any]:
+def lasting_refusal(kwargs: dict[str, Any], call_type: Any, refusal: Exception, *, retries: Any,
+                    router_call: Callable[..., bool] | None = None) -> dict[str, Any]:
     """The kwargs a refused attempt is sent with when LiteLLM would call again without the hooks, so that every
     such call raises ``refusal`` before anything is sent (LiteLLM raises a ``mock_response`` that is an exception);
     otherwise ``refusal`` is raised. LiteLLM 1.103's client wrapper answers the refusal of a completion whose
@@ -130,10 +131,12 @@ def lasting_refusal(kwargs: dict[str, Any], call_type: Any, refusal: Exception, 
     ``litellm_settings`` one, when the call sets none), a ``retry_policy``, and a ``context_window_fallback_dict``
     (an attack review sent a refused 12,014-token body to an 8,000-token window twice). A Responses call cannot carry
     it (LiteLLM raises no exception given as its ``mock_response``): its refusal is raised, and a WARNING says LiteLLM
-    will send it again (``docs/security.md``, thirteenth review: open)."""
-    metadata = kwargs.get("metadata")
+    will send it again (``docs/security.md``, thirteenth review: open). ``router_call``: LiteLLM's own test of a
+    router call (1.108's ``utils._is_litellm_router_call``, which reads ``litellm_metadata`` too: it calls none of
+    these again); None: 1.103's, ``metadata`` alone."""
     try:
-        routed = "model_group" in (metadata or {})  # LiteLLM's own test (``_is_litellm_router_call``)
+        routed = router_call(kwargs, is_async=True) if router_call is not None \
+            else "model_group" in (kwargs.get("metadata") or {})
     except TypeError:
         routed = False
     again = kwargs.get("num_retries") or (kwargs.get("num_retries") is None and retries) \

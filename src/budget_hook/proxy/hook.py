@@ -448,7 +448,8 @@ class BudgetHookPlugin(CustomLogger):
             return await recheck(self, kwargs, call_type, router=_router, error_type=BudgetHookHTTPError,
                                  overflow_error=_overflow_error)
         except Exception as refusal:  # raised, unless LiteLLM would send the call again without this hook
-            return lasting_refusal(kwargs, call_type, refusal, retries=litellm.num_retries)
+            return lasting_refusal(kwargs, call_type, refusal, retries=litellm.num_retries,
+                                   router_call=getattr(litellm.utils, "_is_litellm_router_call", None))
 
     def _internal_failure(self, exc: Exception, data: dict, key: str, fail_mode: str,
                           request: BudgetRequest | None) -> None:
