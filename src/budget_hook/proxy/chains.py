@@ -176,10 +176,10 @@ class ChainStore:
     async def remember(self, response: Any) -> int | None:
         """A successful Responses call's chain: its billed input (which holds the earlier chain) + its output,
         under the id the provider gave it. Anything else (a chat completion, no usage) is not stored."""
-        if _field(response, "object") != "response":
+        if field_of(response, "object") != "response":
             return None
-        key = self.key(_field(response, "id"))
-        usage = _field(response, "usage")  # the callback sees it in chat's terms (prompt_tokens), clients in their own
+        key = self.key(field_of(response, "id"))
+        usage = field_of(response, "usage")  # chat's terms (prompt_tokens) or its own
         held = [_first(usage, names) for names in (("input_tokens", "prompt_tokens"),
                                                    ("output_tokens", "completion_tokens"))]
         if key is None or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in held):
@@ -197,12 +197,13 @@ class ChainStore:
         return tokens
 
 
-def _field(value: Any, name: str) -> Any:
+def field_of(value: Any, name: str) -> Any:
+    """A field of a dict or an object alike (LiteLLM hands responses and stream events over as either)."""
     return value.get(name) if isinstance(value, Mapping) else getattr(value, name, None)
 
 
 def _first(value: Any, names: tuple[str, ...]) -> Any:
-    found = (_field(value, name) for name in names)
+    found = (field_of(value, name) for name in names)
     return next((n for n in found if n is not None), None)
 
 

@@ -330,7 +330,7 @@ class BudgetHookPlugin(CustomLogger):
             chain = await self.chains.lookup(shape, data)  # what the provider holds for previous_response_id
             request = labelled(_router(), BudgetRequest(shape=shape, body=data, model_group=group, limits=limits,
                                caller=caller, client=read_client_input(data, key), calibration=calibration,
-                               held=chain.held or 0 if chain is not None else 0))
+                               held=(chain.held or 0) if chain is not None else 0))
             budget_request = request
 
             def decide_and_snapshot() -> tuple[BudgetRequest, Decision, dict[str, Any], int]:  # for attempts: what

@@ -34,6 +34,7 @@ from typing import Any
 from ..learning import Overflow, parse_overflow, quotes_overflow
 from ..pipeline import BudgetRequest, DecisionRecord, InternalFailure
 from .answers import ProviderOverflow, overflow_answer, provider_overflow
+from .chains import field_of
 from .feedback import deployment_id, learn_from_error, learn_from_usage, provider_prompt_tokens
 from .labels import group_labels
 from .loglines import bounded_line, describe_error, write_line
@@ -160,14 +161,9 @@ def watch_chain(plugin: Any, response: Any, route: str | None) -> Any:
 
 async def _watched(plugin: Any, response: Any) -> Any:
     async for chunk in response:
-        if _event_type(chunk) == "response.completed":
-            completed = chunk.get("response") if isinstance(chunk, Mapping) else getattr(chunk, "response", None)
-            await remember_chain(plugin, "success", completed)
+        if field_of(chunk, "type") == "response.completed":
+            await remember_chain(plugin, "success", field_of(chunk, "response"))
         yield chunk
-
-
-def _event_type(chunk: Any) -> Any:
-    return chunk.get("type") if isinstance(chunk, Mapping) else getattr(chunk, "type", None)
 
 
 async def log_outcome(plugin: Any, outcome: str, kwargs: dict, response_obj: Any, *, ours: type,

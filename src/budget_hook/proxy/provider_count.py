@@ -230,9 +230,9 @@ async def decide_with_provider_count(plugin: Any, request: BudgetRequest, decisi
         return replace(decision, count={**(decision.count or {}), "provider": {"note": note}})
     timeout = decision.resolved.policy.provider_count_timeout_ms / 1000
     tokens, note = await plugin.provider_counter.count(target, request.body, timeout)
-    if tokens is not None and request.held and "previous_response_id" in target.fields():
-        # the provider counts the chain it holds with the new input; the decision counts it as ``held``
-        tokens = max(1, tokens - request.held) if request.body.get("previous_response_id") else tokens
+    if tokens is not None and request.held and "previous_response_id" in target.fields() \
+            and request.body.get("previous_response_id"):
+        tokens = max(1, tokens - request.held)  # the provider counts the chain it holds; the decision as ``held``
     if tokens is None:
         calibration = replace(calibration, provider_note=note)
     else:
