@@ -22,6 +22,13 @@ DATA = Path(__file__).parent / "data"
 CONVERSATIONS = sorted((DATA / "conversations").glob("*_[0-9][0-9].json"))
 
 
+def as_it_is(out, data) -> bool:
+    """Whether the pre-call hook forwarded ``data`` as it is: its own values, in a copy that adds only the gateway's
+    ``retry_policy`` (``bounds.gateway_parameters``: no retry LiteLLM's client wrapper would make without the hooks)."""
+    return isinstance(out, dict) and out is not data and out.get("retry_policy") == {"DefaultRetries": 0} \
+        and all(out[key] is value for key, value in data.items() if key != "retry_policy")
+
+
 def load_json(relative: str):
     return json.loads((DATA / relative).read_text(encoding="utf-8"))
 

@@ -25,6 +25,7 @@ from budget_hook.proxy.metrics import MAX_SERIES, Metrics
 from budget_hook.proxy.outcomes import snapshot
 from budget_hook.proxy.records import Decided, RecordStore
 
+from .conftest import as_it_is
 from .test_proxy_hook import attempt_kwargs, log_records, long_chat, make_plugin, run_hook
 
 LIMITS = ModelLimits(window=1000, source="test", counting_model="gpt-4o")
@@ -214,6 +215,6 @@ def test_with_modify_params_a_chat_call_to_claude_is_decided_as_litellm_rewrites
     counter = TokenCounter.for_model("claude-sonnet-4-5")
     assert counter.count_request({"messages": sent}).total <= record["target"]
     assert body["messages"] == orphaned_calls(150)  # the client's request is never edited
-    # a conversation LiteLLM leaves as it is stays the very same object
+    # a conversation LiteLLM leaves as it is is forwarded as it is
     fine = {"model": "claude", "max_tokens": 50, "messages": [{"role": "user", "content": "hi"}]}
-    assert run_hook(claude_plugin(10_000), fine) is fine
+    assert as_it_is(run_hook(claude_plugin(10_000), fine), fine)

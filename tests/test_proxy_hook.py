@@ -25,7 +25,7 @@ from budget_hook.proxy.hook import BudgetHookHTTPError, BudgetHookPlugin
 from budget_hook.proxy.offload import approximate_size
 from budget_hook.trimming.structure import pairing_problems
 
-from .conftest import DATA, conversation_request
+from .conftest import DATA, as_it_is, conversation_request
 
 
 def make_plugin(window: int | None = 4000, **settings) -> BudgetHookPlugin:
@@ -58,11 +58,11 @@ def long_chat(turns=10, words=120, marker="") -> dict:
     return {"model": "g", "messages": messages, "metadata": {"client": "x"}, "litellm_call_id": f"call-{marker}{turns}"}
 
 
-def test_fitting_request_is_forwarded_as_the_same_object_with_the_decision_recorded():
+def test_fitting_request_is_forwarded_as_it_is_with_the_decision_recorded():
     data = {"model": "g", "messages": [{"role": "user", "content": "hi"}], "metadata": {"client": "x"}}
     client_metadata = data["metadata"]
     out = run_hook(make_plugin(), data)
-    assert out is data
+    assert as_it_is(out, data) and "retry_policy" not in data
     assert client_metadata == {"client": "x"}, "the client's metadata object is not mutated"
     record = data["metadata"]["budget_hook"]
     assert record["action"] == "pass" and record["window"] == 4000
@@ -102,17 +102,19 @@ def test_block_raises_a_400_http_exception_with_openai_attributes_and_records_it
 def test_shadow_mode_forwards_the_original_and_records_would_trim():
     data = long_chat()
     out = run_hook(make_plugin(mode="shadow"), data)
-    assert out is data and out["messages"] == long_chat()["messages"]
+    assert as_it_is(out, data) and out["messages"] == long_chat()["messages"]
     assert data["metadata"]["budget_hook"]["action"] == "would_trim"
     blocked = {"model": "g", "messages": [{"role": "user", "content": "word " * 6000}]}
-    assert run_hook(make_plugin(mode="shadow"), blocked) is blocked
+    assert as_it_is(run_hook(make_plugin(mode="shadow"), blocked), blocked)
     assert blocked["metadata"]["budget_hook"]["action"] == "would_block"
 
 
 def test_mode_off_and_other_call_types_are_untouched():
+    """Mode off forwards the body as it is (with the gateway's own ``retry_policy``: a fallback may go to a group
+    whose mode is not off, ``tests/test_retry_policy.py``); other call types are not even copied."""
     data = long_chat()
     snapshot = copy.deepcopy(data)
-    assert run_hook(make_plugin(mode="off"), data) is None and data == snapshot
+    assert as_it_is(run_hook(make_plugin(mode="off"), data), data) and data == snapshot
     for call_type in ("aimage_generation", "acreate_batch", "atranscription", "afile_content"):
         assert run_hook(make_plugin(), data, call_type=call_type) is None and data == snapshot
 
@@ -195,7 +197,7 @@ def test_internal_fault_fails_open_by_default(monkeypatch, caplog):
     data = long_chat()
     messages = copy.deepcopy(data["messages"])
     with caplog.at_level(logging.CRITICAL, logger="budget_hook"):
-        assert run_hook(make_plugin(), data) is None
+        assert as_it_is(run_hook(make_plugin(), data), data)
     assert data["messages"] == messages  # forwarded untouched
     assert data["metadata"]["budget_hook"]["action"] == "error"
     [critical] = [r for r in caplog.records if r.levelno == logging.CRITICAL]
@@ -225,7 +227,8 @@ def test_key_metadata_cannot_switch_enforcement_off_unless_trusted():
     assert record["action"] == "trimmed"
     assert set(record["ignored_metadata_settings"]) == {"key_metadata.mode", "key_metadata.max_input_tokens"}
     trusted = make_plugin(metadata_policy="trust")
-    assert run_hook(trusted, long_chat(), user=user) is None  # mode off, set by a trusted admin
+    chat = long_chat()
+    assert as_it_is(run_hook(trusted, chat, user=user), chat)  # mode off, set by a trusted admin
     ignored = make_plugin(metadata_policy="ignore")
     user = UserAPIKeyAuth(metadata={"budget_hook": {"max_input_tokens": 900}})
     assert run_hook(ignored, long_chat(), user=user)["metadata"]["budget_hook"]["budget"]["budget"] == 3200
@@ -242,7 +245,8 @@ def test_odd_client_cap_headers_are_a_400_never_fail_open(value):
 
 def test_client_cap_problems_do_not_block_in_shadow_or_off_mode():
     bad = {"budget_hook": "x"}
-    assert run_hook(make_plugin(mode="off"), {**long_chat(), "metadata": bad}) is None
+    body = {**long_chat(), "metadata": bad}
+    assert as_it_is(run_hook(make_plugin(mode="off"), body), body)
     out = run_hook(make_plugin(mode="shadow"), {**long_chat(), "metadata": bad})
     assert "client input ignored in shadow mode" in out["metadata"]["budget_hook"]["warnings"][0]
 

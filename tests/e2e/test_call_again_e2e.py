@@ -10,9 +10,18 @@ calling the unwrapped function again with the dict's model: the refused body (12
 window. With the operator's ``num_retries`` set, LiteLLM 1.103's wrapper also retried that refused inner call
 without the hooks (a review of the fix: the body reached the provider twice); the refusal now travels in the kwargs
 those calls reuse (``attempts.lasting_refusal``).
+
+LiteLLM 1.103 also took a /v1/responses router attempt for a call outside the router (it looks for ``model_group``
+in ``metadata``; the router puts it in ``litellm_metadata``), and sent a refused fallback attempt to the provider
+again, without the hooks, for its deployment's ``num_retries``: 12,011 tokens reached an 8,000-token deployment
+twice. A Responses call takes no refusal in its kwargs, so the gateway forwards every request with a ``retry_policy``
+of its own that grants LiteLLM's client wrapper no retry (the router's retries follow the router's policy); a
+client's ``retry_policy``, which asked for the same re-send, is a 400 naming it.
 """
 
 from __future__ import annotations
+
+import json
 
 import httpx
 import pytest
@@ -34,7 +43,8 @@ def schema(tag: str) -> dict:
 @pytest.fixture(scope="module")
 def proxy(tmp_path_factory):
     folder = tmp_path_factory.mktemp("call_again")
-    upstream = start_fake_provider(folder, {"llama-8k": WINDOW, "gpt-4o-8k": WINDOW}, flags=["--chains"])
+    upstream = start_fake_provider(folder, {"llama-8k": WINDOW, "gpt-4o-8k": WINDOW, "gpt-4o-32k-down": 32000},
+                                   flags=["--chains"])
     config = {
         "model_list": [{"model_name": "bridged", "model_info": {"max_input_tokens": WINDOW},
                         "litellm_params": {"model": "groq/llama-8k", "api_key": "fake-key",
@@ -42,10 +52,17 @@ def proxy(tmp_path_factory):
                        # /v1/messages reaches it as a Responses call (LiteLLM's adapter), retried by its own setting
                        {"model_name": "gpt", "model_info": {"max_input_tokens": WINDOW},
                         "litellm_params": {"model": "openai/gpt-4o-8k", "api_key": "fake-key", "num_retries": 2,
-                                           "api_base": f"http://127.0.0.1:{upstream.port}/v1"}}],
+                                           "api_base": f"http://127.0.0.1:{upstream.port}/v1"}},
+                       # a 32k group that answers 500, falling back to the 8k one (retried by its own setting)
+                       *({"model_name": name, "model_info": {"max_input_tokens": 32000},
+                          "litellm_params": {"model": "openai/gpt-4o-32k-down", "api_key": "fake-key",
+                                             "api_base": f"http://127.0.0.1:{upstream.port}/v1"}}
+                         for name in ("big", "big-off"))],
+        "router_settings": {"fallbacks": [{"big": ["gpt"]}, {"big-off": ["gpt"]}]},
         # the operator's retries: LiteLLM 1.103 retried the bridge's refused inner call without the hooks
         "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 2},
-        "callback_settings": {"budget_hook": {}},
+        # a group the plugin leaves alone, whose fallback goes to one it budgets
+        "callback_settings": {"budget_hook": {"models": {"big-off": {"mode": "off"}}}},
     }
     yield from serve_config(folder, config, upstream)
 
@@ -104,3 +121,79 @@ def test_a_responses_field_on_v1_messages_is_a_400_before_the_responses_call(pro
     assert response.status_code == 400, response.text
     assert field in response.text and "/v1/responses" in response.text
     assert not payloads_with(upstream, tag)
+
+
+def big_input(tag: str) -> str:
+    return f"[{tag}] " + " ".join(f"w{index % 97} lorem" for index in range(4000))  # about 12,000 tokens
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/responses", {"model": "big", "max_output_tokens": 100}),
+    ("/v1/responses", {"model": "big", "max_output_tokens": 100, "stream": True}),
+    ("/v1/messages", {"model": "big", "max_tokens": 100}),
+    ("/chat/completions", {"model": "big", "max_tokens": 100}),
+    ("/v1/responses", {"model": "big-off", "max_output_tokens": 100}),
+], ids=["responses", "responses-streamed", "messages", "chat", "responses-from-a-group-left-alone"])
+def test_a_fallback_attempt_refused_as_over_its_window_never_reaches_the_provider(proxy, path, body):
+    """The 32k group fails; the router falls back to the 8k deployment, whose attempt the plugin refuses. On the
+    code before, LiteLLM 1.103 sent that refused Responses attempt to the 8k deployment twice (its ``num_retries``)
+    without the hooks; /v1/messages reaches it as a Responses call too. A review of the fix: so it did from a group
+    whose ``mode`` is off (the request was let through undecided, without the gateway's policy)."""
+    process, upstream = proxy
+    tag = f"e2e-retry-policy-{path.rsplit('/', 1)[-1]}-{body['model']}-{'stream' if body.get('stream') else 'once'}"
+    content = big_input(tag)
+    sent = {**body, "input": content} if path == "/v1/responses" else \
+        {**body, "messages": [{"role": "user", "content": content}]}
+    response = post(process, path, sent)
+    assert response.status_code != 200 or "response.failed" in response.text or "error" in response.text
+    models = [p.get("model") for p in payloads_with(upstream, tag)]
+    assert models and set(models) == {"gpt-4o-32k-down"}, models  # the 32k group was tried, the 8k one never
+
+
+RETRY_POLICY = {"DefaultRetries": 3}
+
+
+@pytest.mark.parametrize("path, body, field", [
+    ("/v1/responses", {**RESPONSES, "model": "gpt", "retry_policy": RETRY_POLICY}, "retry_policy"),
+    ("/v1/messages", {**MESSAGES, "model": "gpt", "retry_policy": RETRY_POLICY}, "retry_policy"),
+    ("/chat/completions", {**MESSAGES, "model": "bridged", "retry_policy": RETRY_POLICY}, "retry_policy"),
+    ("/v1/responses", {**RESPONSES, "model": "big", "fallbacks": [{"model": "gpt", "retry_policy": RETRY_POLICY}]},
+     "fallbacks[0].retry_policy"),
+    ("/v1/responses", {**RESPONSES, "model": "big",
+                       "context_window_fallbacks": [{"big": [{"model": "gpt", "retry_policy": RETRY_POLICY}]}]},
+     "context_window_fallbacks[0].big[0].retry_policy"),
+    # a review of the fix: null merged over the gateway's policy takes it away; LiteLLM reads the first key of an
+    # entry in the router's format, whatever else the entry holds (both sent the refused body twice on 1.103)
+    ("/v1/responses", {**RESPONSES, "model": "big", "fallbacks": [{"model": "gpt", "retry_policy": None}]},
+     "fallbacks[0].retry_policy"),
+    ("/v1/responses", {**RESPONSES, "model": "big",
+                       "fallbacks": [{"big": [{"model": "gpt", "retry_policy": RETRY_POLICY}], "x": 1}]},
+     "fallbacks[0].big[0].retry_policy"),
+])
+def test_a_client_s_retry_policy_is_a_400_naming_it(proxy, path, body, field):
+    """LiteLLM's client wrapper reads a call's ``retry_policy`` before its ``num_retries``: a client's would send a
+    refused call again without the hooks (it did on LiteLLM 1.103), in any fallback target too."""
+    process, upstream = proxy
+    tag = f"e2e-client-retry-policy-{field}-{path.rsplit('/', 1)[-1]}-{len(json.dumps(body))}"
+    marked = {**body, "input": f"[{tag}] hi"} if "input" in body else \
+        {**body, "messages": [{"role": "user", "content": f"[{tag}] hi"}]}
+    response = post(process, path, marked)
+    assert response.status_code == 400, response.text
+    assert field in response.text and "router_settings" in response.text
+    assert not payloads_with(upstream, tag)
+
+
+@pytest.mark.parametrize("path, body", [("/v1/responses", {**RESPONSES, "model": "gpt"}),
+                                        ("/v1/messages", {**MESSAGES, "model": "gpt"}),
+                                        ("/chat/completions", {**MESSAGES, "model": "gpt"})])
+def test_the_gateway_s_own_retry_policy_is_accepted_and_reaches_no_provider(proxy, path, body):
+    """A client may send the policy the gateway sets (it grants no retry); neither reaches the provider."""
+    process, upstream = proxy
+    tag = f"e2e-own-retry-policy-{path.rsplit('/', 1)[-1]}-{body['model']}"
+    marked = {**body, "retry_policy": {"DefaultRetries": 0}}
+    marked = {**marked, "input": f"[{tag}] hi"} if "input" in body else \
+        {**marked, "messages": [{"role": "user", "content": f"[{tag}] hi"}]}
+    response = post(process, path, marked)
+    assert response.status_code == 200, response.text
+    sent = payloads_with(upstream, tag)
+    assert sent and not any("retry_policy" in json.dumps(p) or "DefaultRetries" in json.dumps(p) for p in sent)

@@ -174,3 +174,31 @@ def test_completions_prompt_over_budget_is_a_400(proxy, upstream):
     tokens = GPT.count_text(body["prompt"][1])
     assert f"prompt[1] has {tokens} tokens, {tokens - 3700} over the limit of 3700" in response.json()["error"]["message"]
     assert sent(upstream, "", "e2e-completion-block") == []
+
+
+def marked(path: str, model: str, tag: str) -> dict:
+    text = f"[{tag}] say hi"
+    if path.endswith(":generateContent"):
+        return {"contents": [{"role": "user", "parts": [{"text": text}]}]}
+    if path == "/v1/responses":
+        return {"model": model, "input": text}
+    if path == "/completions":
+        return {"model": model, "prompt": text, "max_tokens": 20}
+    if path == "/v1/embeddings":
+        return {"model": model, "input": [text]}
+    return {"model": model, "max_tokens": 20, "messages": [{"role": "user", "content": text}]}
+
+
+@pytest.mark.parametrize("path, model", [
+    ("/chat/completions", "agent"), ("/v1/responses", "agent"), ("/v1/messages", "claude"),
+    ("/v1/messages", "agent"), ("/completions", "agent"), ("/v1/embeddings", "emb"),
+    ("/v1beta/models/agent:generateContent", "agent"),
+])
+def test_the_gateway_s_own_retry_policy_reaches_no_provider(proxy, upstream, path, model):
+    """The pre-call hook forwards every request with a ``retry_policy`` that grants LiteLLM's client wrapper no retry
+    (``bounds.gateway_parameters``): a parameter of LiteLLM's, never of the provider's request, on any route."""
+    tag = f"e2e-gateway-retry-policy-{path.strip('/').replace('/', '-')}-{model}"
+    response = post(proxy, path, marked(path, model, tag))
+    assert response.status_code == 200, response.text
+    received = [json.dumps(p["body"]) for p in upstream_payloads(upstream) if tag in json.dumps(p["body"])]
+    assert received and not any("retry_policy" in body or "DefaultRetries" in body for body in received)

@@ -60,17 +60,21 @@ def test_a_fallback_that_cannot_fit_is_refused_not_sent(proxy, upstream):
     assert [p["model"] for p in payloads_for(upstream, "e2e-fallback-big")] == ["gpt-4o-16k-down"]
 
 
-@pytest.mark.parametrize("extra", [
-    {"fallbacks": [{"unstable": [{"model": "small", "litellm_system_prompt": "word " * 6000}]}]},
-    {"router_settings_override": {"fallbacks": [{"model": "small", "litellm_system_prompt": "word " * 6000}]}},
+@pytest.mark.parametrize("extra, field", [
+    ({"fallbacks": [{"unstable": [{"model": "small", "litellm_system_prompt": "word " * 6000}]}]},
+     "fallbacks[0].unstable[0].litellm_system_prompt"),
+    ({"router_settings_override": {"fallbacks": [{"model": "small", "litellm_system_prompt": "word " * 6000}]}},
+     "router_settings_override.fallbacks[0].litellm_system_prompt"),
 ])
-def test_a_prompt_parameter_in_a_fallback_target_the_router_merges_never_reaches_the_provider(proxy, upstream, extra):
-    """The router merges these fallback targets into the attempt, past the pre-call check: the attempt refuses
-    the parameter (a review found ~6,000 tokens reaching the 4k deployment)."""
+def test_a_prompt_parameter_in_a_fallback_target_the_router_merges_never_reaches_the_provider(proxy, upstream, extra,
+                                                                                                field):
+    """The router merges these fallback targets into the attempt (a review found ~6,000 tokens reaching the 4k
+    deployment): a 400 naming it before routing, as LiteLLM's proxy reads them (the attempt refuses any the pre-call
+    check cannot see, ``tests/test_proxy_hook.py``)."""
     marker = f"e2e-fallback-param-{len(json.dumps(extra)) % 1000}-{next(iter(extra))}"
     response = chat(proxy, {"model": "unstable", "messages": [{"role": "user", "content": f"hi [{marker}]"}], **extra})
-    assert response.status_code != 200, response.text
-    assert [p["model"] for p in payloads_for(upstream, marker)] == ["gpt-4o-16k-down"]  # the outage, never small
+    assert response.status_code == 400, response.text
+    assert field in response.text and payloads_for(upstream, marker) == []
 
 
 def test_a_deployment_id_as_the_model_is_budgeted_against_that_deployment(proxy, upstream):

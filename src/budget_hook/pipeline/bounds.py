@@ -13,13 +13,15 @@ provider request *after* the pre-call hook, so ``extra_body.messages`` (or ``too
 ``prompt_parameter(body)`` names a LiteLLM parameter the client sent that makes LiteLLM write prompt text of
 its own after the check (``litellm_system_prompt``; ``ensure_alternating_roles`` and the continue messages it
 inserts between same-role turns; a custom prompt template's ``roles``, ``initial_prompt_value``...), at the
-top level or in a ``fallbacks`` entry (LiteLLM applies those to the fallback call): the client can put that
+top level or in a fallback target (LiteLLM applies those to the fallback call): the client can put that
 text in its messages instead, where it is counted. A router attempt's kwargs hold the operator's own too (a
 deployment's ``litellm_params``, the router's defaults): its decision (``client_body=False``) does not look for
 them, and ``added_prompt_parameter`` names one whose value is not the operator's (a client's, merged by the
 router from a fallback target or a settings override). A special token's name (``bos_token``, ``eos_token``...),
 ``messages`` or ``tools`` in ``chat_template_kwargs`` is one too: vLLM hands the template the client's value in
-place of its own (``TEMPLATE_OVERRIDES``).
+place of its own (``TEMPLATE_OVERRIDES``). So is a parameter that makes LiteLLM send a refused call again without
+the hooks (``CALL_AGAIN_PARAMETERS``); the gateway sets its own ``retry_policy``, which grants none
+(``gateway_parameters``).
 
 Contract: ``body_problem(body, fields, client_body=True)`` returns ``None``, or a ``MalformedRequestError``
 naming the field at fault: content in ``extra_body``, a prompt parameter (``client_body``), or the first
@@ -29,7 +31,9 @@ turns it into a 400, the CLI into exit 1.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import chain
 from typing import Any
 
 from ..counting.rendered import PROMPT_FIELDS, with_extra_body
@@ -152,14 +156,21 @@ PROMPT_PARAMETERS = ("litellm_system_prompt", "ensure_alternating_roles", "user_
                      # a stored prompt's variables the proxy did not fill in before the hook (it takes them out when it
                      # does): LiteLLM fills them into the deployment's own prompt_id inside the call, twice
                      "prompt_variables", "prompt_label", "prompt_version")
-#: LiteLLM parameters that make it call the provider again after the hooks refused a call, without running them:
-#: LiteLLM 1.103's client wrapper answers a ContextWindowExceededError of an ``acompletion`` whose ``metadata`` names
-#: no ``model_group`` (the inner call of its /v1/messages and /v1/responses bridges) by calling the unwrapped
-#: function again with the dict's model (an attack review forwarded a refused 12,014-token body to an 8,000 window)
-CALL_AGAIN_PARAMETERS = ("context_window_fallback_dict",)
-#: what a client may not set, at the top level or in a ``fallbacks`` entry (checked as ``PROMPT_PARAMETERS`` are)
+#: LiteLLM parameters that make it call the provider again after the hooks refused a call, without running them.
+#: LiteLLM's client wrapper answers the refusal of a call it does not take for the router's (the inner call of its
+#: /v1/messages and /v1/responses bridges; on 1.103 a Responses router attempt too, whose ``model_group`` it looks
+#: for in ``metadata``) by calling the unwrapped function again: with the ``context_window_fallback_dict``'s model
+#: (an attack review forwarded a refused 12,014-token body to an 8,000 window), and as often as the
+#: ``retry_policy`` grants for the refusal's class (read before ``num_retries``)
+CALL_AGAIN_PARAMETERS = ("context_window_fallback_dict", "retry_policy")
+#: what a client may not set, at the top level or in a fallback target (checked as ``PROMPT_PARAMETERS`` are)
 CLIENT_PARAMETERS = (*PROMPT_PARAMETERS, *CALL_AGAIN_PARAMETERS)
-#: what a ``fallbacks`` entry may not carry either: LiteLLM fills its stored prompt in for the fallback call alone
+#: the ``retry_policy`` the gateway sets on every request it forwards to LiteLLM's router (``gateway_parameters``):
+#: no retry for any error, so LiteLLM's client wrapper never sends a refused call again (a review: on LiteLLM 1.103 a
+#: fallback's refused 12,011 tokens reached an 8,000-token deployment twice, for its ``num_retries``). The router's
+#: own retries, which the hooks see, follow the router's policy, not this one, and no provider receives it.
+WRAPPER_RETRIES_OFF = (("DefaultRetries", 0),)
+#: what a fallback target may not carry either: LiteLLM fills its stored prompt in for the fallback call alone
 FALLBACK_PROMPT_PARAMETERS = (*CLIENT_PARAMETERS, "prompt_id")
 PROMPT_PARAMETER_REMEDY = ("LiteLLM adds prompt text of its own for this parameter after the gateway's budget check, "
                            "so it cannot be budgeted; put that text in the messages (send alternating user and "
@@ -185,6 +196,11 @@ STORED_PROMPT_REMEDY = ("LiteLLM fills this stored prompt in after the gateway's
                         "of a /chat/completions request (the proxy fills that in before the check)")
 
 
+RETRY_POLICY_REMEDY = ("LiteLLM sends a refused request to the provider again for this retry policy, without the "
+                       "gateway's budget check, so it cannot be budgeted; ask the gateway operator for retries in "
+                       "router_settings (num_retries, retry_policy: those are budgeted)")
+
+
 CALL_AGAIN_REMEDY = ("LiteLLM sends the request again to the model this names after the gateway refused it, without "
                      "the gateway's budget check, so it cannot be budgeted; ask the gateway operator for a model group "
                      "with a larger window, or for context_window_fallbacks on the gateway's router (those are "
@@ -203,7 +219,7 @@ def prompt_parameter_remedy(path: str) -> str:
     if path in RESPONSES_ONLY_FIELDS:
         return RESPONSES_FIELD_REMEDY
     if path.rpartition(".")[2] in CALL_AGAIN_PARAMETERS:
-        return CALL_AGAIN_REMEDY
+        return RETRY_POLICY_REMEDY if path.endswith("retry_policy") else CALL_AGAIN_REMEDY
     return TEMPLATE_OVERRIDE_REMEDY if "chat_template_kwargs." in path else PROMPT_PARAMETER_REMEDY
 
 
@@ -224,23 +240,79 @@ def _set(value: Any) -> bool:
     return value is not None and not (isinstance(value, (bool, int, float, str, list, dict)) and not value)
 
 
-def prompt_parameter(body: Mapping[str, Any], more: tuple[str, ...] = ()) -> str | None:
-    """The first of ``PROMPT_PARAMETERS`` (and ``more`` at the top level) set in ``body`` or one of its ``fallbacks``
-    entries, as a path; else
-    None. (Fallback targets in the router's own format, ``router_settings_override``, ... reach the attempt:
-    ``added_prompt_parameter`` finds them there.)"""
-    sources: list[tuple[str, Any]] = [("", body)]
-    fallbacks = body.get("fallbacks")
-    if isinstance(fallbacks, list):
-        sources += [(f"fallbacks[{index}].", entry) for index, entry in enumerate(fallbacks)]
-    for prefix, source in sources:
+def gateway_parameters() -> dict[str, Any]:
+    """What the gateway sets on a request it forwards to LiteLLM's router (a fresh copy each time)."""
+    return {"retry_policy": dict(WRAPPER_RETRIES_OFF)}
+
+
+def _client_set(name: str, source: Mapping[str, Any], target: bool = False) -> bool:
+    """Whether a client parameter is set in ``source`` to something LiteLLM acts on, other than the gateway's own
+    value. In a fallback ``target`` any ``retry_policy`` is: LiteLLM merges the target over the call's kwargs, so even
+    ``null`` there takes the gateway's policy away (a review: the refused body was then sent twice)."""
+    value = source.get(name)
+    if name != "retry_policy":
+        return _set(value)
+    return (name in source if target else _set(value)) and value != dict(WRAPPER_RETRIES_OFF)
+
+
+#: the fields whose targets LiteLLM's router merges into a fallback call (``kwargs.update(target)``)
+FALLBACK_FIELDS = ("fallbacks", "context_window_fallbacks", "content_policy_fallbacks")
+
+
+def fallback_targets(body: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, Any]]]:
+    """Every fallback target ``body`` gives as parameters, with its path (``fallbacks[0].``), in the order LiteLLM's
+    proxy reads them (``auth_utils._iter_fallback_targets``): in each of ``FALLBACK_FIELDS``, of the body and of its
+    ``router_settings_override`` (the key's or team's, or a client's; merged in when the body sets none), and in every
+    list a target holds (the router's own format ``{"group": [targets]}``, whatever else its entry holds; a target's
+    own fallbacks)."""
+    return ((_path(node), target) for node, target in _targets(body, None))
+
+
+#: a path, one segment and the path it extends: a target 1,000 levels deep costs one segment, not 1,000
+_Path = tuple[Any, str] | None
+
+
+def _path(node: _Path) -> str:
+    segments = []
+    while node is not None:
+        node, segment = node
+        segments.append(segment)
+    return "".join(reversed(segments)) + "."
+
+
+def _targets(body: Mapping[str, Any], keys: frozenset[str] | None) -> Iterator[tuple[_Path, Mapping[str, Any]]]:
+    """``fallback_targets``, each with its path unwritten (iterative, as long as the body); ``keys``: only those that
+    hold one of them (most targets name a model alone)."""
+    queue: deque[tuple[_Path, Any]] = deque()
+    for prefix, source in (("", body), ("router_settings_override.", body.get("router_settings_override"))):
         if isinstance(source, Mapping):
-            for name in FALLBACK_PROMPT_PARAMETERS if prefix else (*CLIENT_PARAMETERS, *more):
-                if _set(source.get(name)):
-                    return prefix + name
-            overrides = template_overrides(source)
-            if overrides:
-                return prefix + next(iter(overrides))
+            queue.extend(((None, prefix + field), source.get(field)) for field in FALLBACK_FIELDS)
+    while queue:
+        path, targets = queue.popleft()
+        for index, target in enumerate(targets if isinstance(targets, list) else ()):
+            if not isinstance(target, Mapping):
+                continue
+            here = (path, f"[{index}]")
+            if keys is None or not keys.isdisjoint(target):
+                yield here, target
+            # a list anywhere in it holds targets too: the router's own format (``{"group": [targets]}``, of which
+            # LiteLLM reads the first key, whatever else the entry holds) and a target's own fallbacks alike
+            queue.extend(((here, f".{name}"), value) for name, value in target.items() if isinstance(value, list))
+
+
+#: the keys of a fallback target that ``prompt_parameter`` reads
+_TARGET_KEYS = frozenset((*FALLBACK_PROMPT_PARAMETERS, "chat_template_kwargs", "extra_body"))
+
+
+def prompt_parameter(body: Mapping[str, Any], more: tuple[str, ...] = ()) -> str | None:
+    """The first of ``CLIENT_PARAMETERS`` (and ``more`` at the top level) set in ``body`` or one of its fallback
+    targets (``fallback_targets``), as a path; else None. (``added_prompt_parameter`` checks each attempt too.)"""
+    for node, source in chain(((None, body),), _targets(body, _TARGET_KEYS)):
+        names = (*CLIENT_PARAMETERS, *more) if node is None else FALLBACK_PROMPT_PARAMETERS
+        found = next((name for name in names if _client_set(name, source, node is not None)), None) \
+            or next(iter(template_overrides(source)), None)
+        if found is not None:  # the path written only now
+            return ("" if node is None else _path(node)) + found
     return None
 
 
@@ -267,7 +339,7 @@ def added_prompt_parameter(kwargs: Mapping[str, Any], own: Callable[[], Mapping[
     """The first of ``PROMPT_PARAMETERS`` set in a router attempt that is not the operator's
     (``operator_prompt_parameters``): a client's, however it got there (a fallback target in any format LiteLLM
     merges, a settings override)."""
-    present = [name for name in CLIENT_PARAMETERS if _set(kwargs.get(name))]
+    present = [name for name in CLIENT_PARAMETERS if _client_set(name, kwargs)]
     overrides = template_overrides(kwargs)
     if overrides:  # each one, as the operator set it on the deployment or not at all
         operator = template_overrides(own())

@@ -33,7 +33,7 @@ from ..counting.rendered import PROMPT_FIELDS
 from ..counting.template_input import TEMPLATE_FIELDS
 from ..errors import MalformedRequestError
 from ..pipeline import Decision, decide, decision_weight
-from ..pipeline.bounds import added_prompt_parameter, added_stored_prompt
+from ..pipeline.bounds import added_prompt_parameter, added_stored_prompt, gateway_parameters
 from ..pipeline.decider import output_asked
 from ..shapes import SHAPES
 from .chains import Chain, chained
@@ -129,9 +129,11 @@ def lasting_refusal(kwargs: dict[str, Any], call_type: Any, refusal: Exception, 
     ``metadata`` names no ``model_group`` (its /v1/messages and /v1/responses bridges' inner call) by calling the
     unwrapped function again, with these kwargs: for ``num_retries`` (``retries``: the operator's
     ``litellm_settings`` one, when the call sets none), a ``retry_policy``, and a ``context_window_fallback_dict``
-    (an attack review sent a refused 12,014-token body to an 8,000-token window twice). A Responses call cannot carry
-    it (LiteLLM raises no exception given as its ``mock_response``): its refusal is raised, and a WARNING says LiteLLM
-    will send it again (``docs/security.md``, thirteenth review: open). ``router_call``: LiteLLM's own test of a
+    (an attack review sent a refused 12,014-token body to an 8,000-token window twice). The ``retry_policy`` the
+    gateway sets on what it forwards (``bounds.gateway_parameters``) grants none, and is read first: a call that
+    carries it is not sent again for its retries. A Responses call cannot carry a refusal (LiteLLM raises no
+    exception given as its ``mock_response``): its refusal is raised, and a WARNING says when LiteLLM will send it
+    again (a call the gateway's policy does not reach). ``router_call``: LiteLLM's own test of a
     router call (1.108's ``utils._is_litellm_router_call``, which reads ``litellm_metadata`` too: it calls none of
     these again); None: 1.103's, ``metadata`` alone."""
     try:
@@ -139,8 +141,9 @@ def lasting_refusal(kwargs: dict[str, Any], call_type: Any, refusal: Exception, 
             else "model_group" in (kwargs.get("metadata") or {})
     except TypeError:
         routed = False
-    again = kwargs.get("num_retries") or (kwargs.get("num_retries") is None and retries) \
-        or kwargs.get("retry_policy") or kwargs.get("context_window_fallback_dict")
+    policy = kwargs.get("retry_policy")
+    again = kwargs.get("context_window_fallback_dict") or (policy != gateway_parameters()["retry_policy"] and (
+        policy or kwargs.get("num_retries") or (kwargs.get("num_retries") is None and retries)))
     kind = getattr(call_type, "value", call_type)
     if kind == "aresponses" and again and not routed:
         # LiteLLM raises no exception given as a Responses call's ``mock_response``: it will send this call again

@@ -69,6 +69,7 @@ from .records import Decided, RecordStore, attach_record
 from .route_guard import (
     KnownTeams,
     current_route,
+    forwarded_body,
     install_path_context,
     note_a2a_caller,
     pass_through_model,
@@ -345,21 +346,18 @@ class BudgetHookPlugin(CustomLogger):
             decision, snapped = made, made.request
             if decision.wants_provider_count:
                 decision = await self._with_provider_count(request, decision)
-            if decision.action == "skipped":
-                return None
+            if decision.action == "skipped":  # undecided, but a fallback to a group that decides may follow
+                return forwarded_body(data, data, key, call_type)
             decision = chained(decision, chain)
             record = annotated(DecisionRecord.build(decision, request), chain, data)
         except Exception as exc:  # the plugin's own failure: never blame the client for it
-            if isinstance(exc, InternalFailure):
-                fail_mode = exc.fail_mode
-            elif decision is not None:
-                fail_mode = decision.resolved.policy.fail_mode
-            else:
-                fail_mode = self.settings.base_fail_mode
-            return self._internal_failure(exc, data, key, fail_mode, request)
+            fail_mode = exc.fail_mode if isinstance(exc, InternalFailure) else \
+                decision.resolved.policy.fail_mode if decision is not None else self.settings.base_fail_mode
+            self._internal_failure(exc, data, key, fail_mode, request)  # raises when it fails closed
+            return forwarded_body(data, data, key, call_type)  # fail open: forwarded as it is
         marker = attach_record(data, key, record)
-        # the trimmed copy carries the metadata just attached (the record, and spend_logs_metadata)
-        forwarded = data if decision.request is data else {**decision.request, key: data[key]}
+        # with the metadata just attached (the record, spend_logs_metadata), and the gateway's own retry_policy
+        forwarded = forwarded_body(data, decision.request, key, call_type)
         if decision.action == "blocked":  # a refused request makes no attempt: nothing kept for attempts
             self.records.remember(data.get("litellm_call_id"), record)
             # the headers ride on the error itself: routes that answer errors their own way (Anthropic's

@@ -49,7 +49,7 @@ from types import SimpleNamespace
 from typing import Any
 from urllib.parse import unquote
 
-from ..pipeline.bounds import operator_prompt_parameters
+from ..pipeline.bounds import gateway_parameters, operator_prompt_parameters
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, UNREAD_MODEL_CALL_TYPES, Shape
 from .errors import unread_route_error
 from .routes import REFUSED, classify
@@ -242,6 +242,15 @@ def pass_through_model(call_type: Any, shape: Shape | None, body_model: Any,
     return body_model, body_model if body_model.startswith(prefix) else prefix + body_model
 
 
+def forwarded_body(data: dict[str, Any], decided: Mapping[str, Any], key: str, call_type: Any) -> dict[str, Any]:
+    """What the pre-call hook hands on: the decided body (``data`` itself, or a trimmed copy, which gets the metadata
+    just attached at ``key``) with the gateway's own parameters (``bounds.gateway_parameters``) for the calls LiteLLM
+    makes of it: every request of a shape it reads, also one it lets through undecided (a group whose mode is off
+    can fall back to one whose is not). A pass-through body goes to the provider as it is: it gets none."""
+    body = data if decided is data else {**decided, key: data[key]}
+    return body if call_type == PASS_THROUGH_CALL_TYPE else {**body, **gateway_parameters()}
+
+
 def refused_call(call_type: Any) -> bool:
     """A call type that reaches a model in a format no shape reads (``UNREAD_MODEL_CALL_TYPES``), or a
     pass-through request on a route the table refuses (a WebSocket relay of a realtime session)."""
@@ -432,9 +441,14 @@ async def undecided_attempt(plugin: Any, kwargs: dict[str, Any], call_type: Any,
     operator = operator_prompt_parameters(kwargs, own)
     probe = {**as_lists({k: v for k, v in kwargs.items() if k not in operator}, shape.content_fields), "model": group}
     forwarded = await plugin.async_pre_call_hook(caller, None, probe, call_type)
-    if not isinstance(forwarded, dict) or forwarded is probe:
+    if _as_it_is(forwarded, probe):
         return None
     return {**forwarded, **operator, "model": kwargs.get("model")}
+
+
+def _as_it_is(forwarded: Any, probe: Mapping[str, Any]) -> bool:
+    """Whether the pre-call hook forwarded ``probe`` as it is (a copy of it, the gateway's parameters added, is)."""
+    return not isinstance(forwarded, dict) or all(forwarded.get(key) is value for key, value in probe.items())
 
 
 async def _pass_through_attempt(plugin: Any, kwargs: dict[str, Any], error_type: Any) -> dict[str, Any] | None:
@@ -454,7 +468,7 @@ async def _pass_through_attempt(plugin: Any, kwargs: dict[str, Any], error_type:
     probe = {**body, "model": group, "litellm_call_id": kwargs.get("litellm_call_id"),
              "proxy_server_request": {"headers": dict(headers) if isinstance(headers, Mapping) else {}}}
     forwarded = await plugin.async_pre_call_hook(_caller(kwargs), None, probe, _CALL_TYPES[shape.name])
-    if not isinstance(forwarded, dict) or forwarded is probe:
+    if _as_it_is(forwarded, probe):
         return None
     sent = {k: v for k, v in forwarded.items() if k in body or k in shape.content_fields}
     for own in ("model", shape.metadata_key):  # the client's own, never the probe's
