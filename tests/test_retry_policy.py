@@ -81,6 +81,36 @@ def test_a_request_let_through_undecided_carries_it_too(monkeypatch, how):
     assert out["retry_policy"] == OURS and out["messages"] is data["messages"] and "retry_policy" not in data
 
 
+@pytest.mark.parametrize("how", ["mode off", "shadow", "failed open", "enforce"])
+def test_a_client_s_retry_policy_is_a_400_in_every_mode(monkeypatch, how):
+    """A second review: a group whose mode is off or shadow can fall back to one the gateway enforces; a client's
+    ``retry_policy`` merged into that fallback call from its target made LiteLLM 1.103 send the refused attempt again,
+    three times for ``DefaultRetries: 3``. Checked before the decision, in every mode (not for a pass-through body,
+    which LiteLLM sends without reading it)."""
+    from budget_hook.proxy import hook
+
+    plugin = make_plugin(4000, **({"mode": "off"} if how == "mode off" else {"mode": "shadow"} if how == "shadow"
+                                  else {}))
+    if how == "failed open":
+        def broken(*args, **kwargs):
+            raise RuntimeError("a bug of ours")
+        monkeypatch.setattr(hook, "decide", broken)
+    for fallbacks, path in (([{"model": "g2", "retry_policy": CLIENTS}], "fallbacks[0].retry_policy"),
+                            ([{"model": "g2", "retry_policy": None}], "fallbacks[0].retry_policy"),
+                            ([{"g": [{"model": "g2", "retry_policy": CLIENTS}], "x": 1}], "fallbacks[0].g[0].retry_policy")):
+        data = {"model": "g", "messages": [{"role": "user", "content": "hi"}], "fallbacks": fallbacks}
+        with pytest.raises(BudgetHookHTTPError) as caught:
+            run_hook(plugin, data)
+        assert caught.value.status_code == 400 and caught.value.param == path
+    data = {"model": "g", "messages": [{"role": "user", "content": "hi"}], "retry_policy": CLIENTS}
+    with pytest.raises(BudgetHookHTTPError):
+        run_hook(plugin, data)
+    assert run_hook(plugin, {**data, "retry_policy": None})["retry_policy"] == OURS  # written over: nothing lost
+    if how != "enforce":  # a pass-through body, which LiteLLM sends as it is (enforce refuses its LiteLLM parameters
+        passed = run_hook(plugin, dict(data), call_type="pass_through_endpoint")  # alike, as the decision reads them)
+        assert passed is None or passed["retry_policy"] == CLIENTS
+
+
 def test_a_pass_through_body_goes_to_the_provider_as_it_is():
     body = {"model": "g", "messages": [{"role": "user", "content": "hi"}], "metadata": {}}
     assert forwarded_body(body, body, "metadata", "pass_through_endpoint") is body

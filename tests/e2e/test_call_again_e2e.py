@@ -169,6 +169,9 @@ RETRY_POLICY = {"DefaultRetries": 3}
     ("/v1/responses", {**RESPONSES, "model": "big",
                        "fallbacks": [{"big": [{"model": "gpt", "retry_policy": RETRY_POLICY}], "x": 1}]},
      "fallbacks[0].big[0].retry_policy"),
+    # a second review: from a group whose mode is off (or shadow), whose decision never read the body
+    ("/v1/responses", {**RESPONSES, "model": "big-off", "fallbacks": [{"model": "gpt", "retry_policy": RETRY_POLICY}]},
+     "fallbacks[0].retry_policy"),
 ])
 def test_a_client_s_retry_policy_is_a_400_naming_it(proxy, path, body, field):
     """LiteLLM's client wrapper reads a call's ``retry_policy`` before its ``num_retries``: a client's would send a

@@ -300,6 +300,17 @@ def _targets(body: Mapping[str, Any], keys: frozenset[str] | None) -> Iterator[t
             queue.extend(((here, f".{name}"), value) for name, value in target.items() if isinstance(value, list))
 
 
+def hookless_retries(body: Mapping[str, Any]) -> str | None:
+    """The path of a client's ``retry_policy`` (``_client_set``: at the top level, or any in a fallback target), else
+    None. Checked in every mode, before the decision: a group whose mode is off or shadow can fall back to one the
+    gateway enforces, whose refused attempt LiteLLM would send again for it (a review: three times, on 1.103)."""
+    if _client_set("retry_policy", body):
+        return "retry_policy"
+    return next((_path(node) + "retry_policy" for node, target in _targets(body, _RETRY_KEYS)
+                 if _client_set("retry_policy", target, True)), None)
+
+
+_RETRY_KEYS = frozenset({"retry_policy"})
 #: the keys of a fallback target that ``prompt_parameter`` reads
 _TARGET_KEYS = frozenset((*FALLBACK_PROMPT_PARAMETERS, "chat_template_kwargs", "extra_body"))
 

@@ -70,6 +70,7 @@ from .route_guard import (
     KnownTeams,
     current_route,
     forwarded_body,
+    hookless_retry_error,
     install_path_context,
     note_a2a_caller,
     pass_through_model,
@@ -316,8 +317,9 @@ class BudgetHookPlugin(CustomLogger):
             return None  # not an LLM input we budget (files, batches, images, audio...): untouched
         if not isinstance(group, str) or not group:
             return None  # no model group: the proxy itself answers this one
-        if (bad_name := model_name_error(group)) is not None:  # a 48 KB name: refused before anything reads it
-            raise BudgetHookHTTPError(bad_name)
+        # a 48 KB name: refused before anything reads it; a client's retry_policy, in any mode (``hookless_retries``)
+        if (refused := model_name_error(group) or hookless_retry_error(data, call_type)) is not None:
+            raise BudgetHookHTTPError(refused)
         key = shape.metadata_key
         if self._already_decided(data, key):
             return None  # the plugin listed twice in callbacks: the second entry must not decide again

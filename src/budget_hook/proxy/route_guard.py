@@ -49,9 +49,9 @@ from types import SimpleNamespace
 from typing import Any
 from urllib.parse import unquote
 
-from ..pipeline.bounds import gateway_parameters, operator_prompt_parameters
+from ..pipeline.bounds import gateway_parameters, hookless_retries, operator_prompt_parameters
 from ..shapes import PASS_THROUGH_CALL_TYPE, SHAPES, UNREAD_MODEL_CALL_TYPES, Shape
-from .errors import unread_route_error
+from .errors import ErrorSpec, prompt_parameter_error, unread_route_error
 from .routes import REFUSED, classify
 from .windows import with_learned_window
 
@@ -249,6 +249,13 @@ def forwarded_body(data: dict[str, Any], decided: Mapping[str, Any], key: str, c
     can fall back to one whose is not). A pass-through body goes to the provider as it is: it gets none."""
     body = data if decided is data else {**decided, key: data[key]}
     return body if call_type == PASS_THROUGH_CALL_TYPE else {**body, **gateway_parameters()}
+
+
+def hookless_retry_error(data: Mapping[str, Any], call_type: Any) -> ErrorSpec | None:
+    """The 400 for a client's ``retry_policy`` (``bounds.hookless_retries``), whatever the group's mode; none for a
+    pass-through body, which LiteLLM sends as it is without reading it."""
+    path = None if call_type == PASS_THROUGH_CALL_TYPE else hookless_retries(data)
+    return None if path is None else prompt_parameter_error(path)
 
 
 def refused_call(call_type: Any) -> bool:
