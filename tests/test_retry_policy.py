@@ -225,3 +225,19 @@ def test_the_paths_say_where_the_target_is():
     assert prompt_parameter({"model": "g", "retry_policy": CLIENTS}) == "retry_policy"
     for nothing in ({}, None, OURS):  # the gateway's own is written over it at the top level
         assert prompt_parameter({"model": "g", "retry_policy": nothing}) is None
+
+
+def test_an_undecided_attempt_carrying_it_is_forwarded_as_it_is(monkeypatch):
+    """An inner call under a call id of its own (LiteLLM 1.108's Gemini adapter) carries the outer request's policy:
+    decided afresh, a fitting one is sent as it is, not rewritten."""
+    from budget_hook.proxy import hook
+
+    router = type("Router", (), {"default_litellm_params": {}, "model_list": [
+        {"model_name": "g", "model_info": {"id": "dep-1"}, "litellm_params": {"model": "openai/x"}}]})()
+    monkeypatch.setattr(hook, "_router", lambda: router)
+    plugin = make_plugin(4000)
+    kwargs = {**attempt_kwargs({"messages": [{"role": "user", "content": "hi"}]}, "g"),
+              "litellm_call_id": "inner-own-id", "retry_policy": gateway_parameters()["retry_policy"]}
+    kwargs["metadata"] = {**kwargs["metadata"], "model_group": "g"}
+    assert asyncio.run(plugin.async_pre_call_deployment_hook(kwargs, "acompletion")) is None
+    assert plugin.records.find("inner-own-id").action == "pass"

@@ -454,8 +454,13 @@ async def undecided_attempt(plugin: Any, kwargs: dict[str, Any], call_type: Any,
 
 
 def _as_it_is(forwarded: Any, probe: Mapping[str, Any]) -> bool:
-    """Whether the pre-call hook forwarded ``probe`` as it is (a copy of it, the gateway's parameters added, is)."""
-    return not isinstance(forwarded, dict) or all(forwarded.get(key) is value for key, value in probe.items())
+    """Whether the pre-call hook forwarded ``probe`` as it is (a copy of it with the gateway's parameters set, is: an
+    inner call may carry them already, from its outer request)."""
+    return not isinstance(forwarded, dict) or all(forwarded.get(key) is value for key, value in probe.items()
+                                                  if key not in _GATEWAY_KEYS)
+
+
+_GATEWAY_KEYS = frozenset(gateway_parameters())
 
 
 async def _pass_through_attempt(plugin: Any, kwargs: dict[str, Any], error_type: Any) -> dict[str, Any] | None:
