@@ -245,6 +245,11 @@ def gateway_parameters() -> dict[str, Any]:
     return {"retry_policy": dict(WRAPPER_RETRIES_OFF)}
 
 
+def is_gateway_retry_policy(value: Any) -> bool:
+    """Whether ``value`` is the ``retry_policy`` the gateway sets (``gateway_parameters``), which grants no retry."""
+    return bool(value == dict(WRAPPER_RETRIES_OFF))
+
+
 def _client_set(name: str, source: Mapping[str, Any], target: bool = False) -> bool:
     """Whether a client parameter is set in ``source`` to something LiteLLM acts on, other than the gateway's own
     value. In a fallback ``target`` any ``retry_policy`` is: LiteLLM merges the target over the call's kwargs, so even
@@ -252,7 +257,7 @@ def _client_set(name: str, source: Mapping[str, Any], target: bool = False) -> b
     value = source.get(name)
     if name != "retry_policy":
         return _set(value)
-    return (name in source if target else _set(value)) and value != dict(WRAPPER_RETRIES_OFF)
+    return (name in source if target else _set(value)) and not is_gateway_retry_policy(value)
 
 
 #: the fields whose targets LiteLLM's router merges into a fallback call (``kwargs.update(target)``)

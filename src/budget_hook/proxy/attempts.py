@@ -33,7 +33,7 @@ from ..counting.rendered import PROMPT_FIELDS
 from ..counting.template_input import TEMPLATE_FIELDS
 from ..errors import MalformedRequestError
 from ..pipeline import Decision, decide, decision_weight
-from ..pipeline.bounds import added_prompt_parameter, added_stored_prompt, gateway_parameters
+from ..pipeline.bounds import added_prompt_parameter, added_stored_prompt, is_gateway_retry_policy
 from ..pipeline.decider import output_asked
 from ..shapes import SHAPES
 from .chains import Chain, chained
@@ -130,7 +130,7 @@ def lasting_refusal(kwargs: dict[str, Any], call_type: Any, refusal: Exception, 
     unwrapped function again, with these kwargs: for ``num_retries`` (``retries``: the operator's
     ``litellm_settings`` one, when the call sets none), a ``retry_policy``, and a ``context_window_fallback_dict``
     (an attack review sent a refused 12,014-token body to an 8,000-token window twice). The ``retry_policy`` the
-    gateway sets on what it forwards (``bounds.gateway_parameters``) grants none, and is read first: a call that
+    gateway sets on what it forwards (``bounds.is_gateway_retry_policy``) grants none, and is read first: a call that
     carries it is not sent again for its retries. A Responses call cannot carry a refusal (LiteLLM raises no
     exception given as its ``mock_response``): its refusal is raised, and a WARNING says when LiteLLM will send it
     again (a call the gateway's policy does not reach). ``router_call``: LiteLLM's own test of a
@@ -142,7 +142,7 @@ def lasting_refusal(kwargs: dict[str, Any], call_type: Any, refusal: Exception, 
     except TypeError:
         routed = False
     policy = kwargs.get("retry_policy")
-    again = kwargs.get("context_window_fallback_dict") or (policy != gateway_parameters()["retry_policy"] and (
+    again = kwargs.get("context_window_fallback_dict") or (not is_gateway_retry_policy(policy) and (
         policy or kwargs.get("num_retries") or (kwargs.get("num_retries") is None and retries)))
     kind = getattr(call_type, "value", call_type)
     if kind == "aresponses" and again and not routed:
