@@ -18,6 +18,7 @@ import sys
 from types import SimpleNamespace
 
 import httpx
+import litellm
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -27,7 +28,9 @@ from budget_hook.budget import ModelLimits
 from budget_hook.counting import TokenCounter
 from budget_hook.policy.settings import load_settings
 from budget_hook.proxy import route_guard
-from budget_hook.proxy.hook import BudgetHookHTTPError, BudgetHookPlugin
+from budget_hook.proxy.attempts import bridge_refusal
+from budget_hook.proxy.errors import ErrorSpec
+from budget_hook.proxy.hook import BudgetHookHTTPError, BudgetHookPlugin, _overflow_error
 from budget_hook.proxy.routes import BUDGETED, NO_MODEL, REFUSED, classify
 from budget_hook.shapes import PASS_THROUGH_CALL_TYPE, SHAPES, UNREAD_MODEL_CALL_TYPES
 
@@ -379,7 +382,7 @@ def test_the_a2a_completion_bridge_is_decided_against_its_agent_model_s_window()
     for route in ("/a2a/my-agent/message/send", "/v1/a2a/my-agent/message/send", "/a2a/my-agent"):
         token = route_guard._ROUTE.set(route)
         try:
-            with pytest.raises(BudgetHookHTTPError, match="maximum context length is 4000 tokens"):
+            with pytest.raises(litellm.ContextWindowExceededError, match="maximum context length is 4000 tokens"):
                 attempt(plugin, {**kwargs, "litellm_call_id": f"a2a-{route}"}, "acompletion")
             fits = {**kwargs, "litellm_call_id": f"a2a-fits-{route}", "messages": long_messages(turns=2)}
             assert attempt(plugin, fits, "acompletion") is None
@@ -393,6 +396,35 @@ def test_the_a2a_completion_bridge_is_decided_against_its_agent_model_s_window()
             route_guard._ROUTE.reset(token)
     assert classify("/a2a/{agent_id}/message/send").kind == BUDGETED
     assert classify("/a2a/{agent_id}/.well-known/agent.json").kind != BUDGETED
+
+
+def test_a_refusal_of_the_a2a_bridge_s_call_is_the_client_error_its_endpoint_answers_with_a_400():
+    """LiteLLM's A2A endpoint answers a ``BadRequestError`` as HTTP 400 (JSON-RPC -32602) and any other exception as
+    an internal error, HTTP 500: a block of the bridge's call was a 500. On an A2A route a refusal of the plugin's is
+    LiteLLM's context-window error (an overflow) or its bad-request error, marked as the plugin's (it teaches
+    nothing); the same refusal elsewhere, and an internal failure of ours (5xx), as they were."""
+    plugin = make_plugin()
+    kwargs = {"model": "openai/agent-model", "messages": [{"role": "user", "content": "word " * 9000}],
+              "litellm_call_id": "a2a-bridge-error", "api_base": "http://agent"}
+    token = route_guard._ROUTE.set("/a2a/my-agent/message/send")
+    try:
+        with pytest.raises(litellm.ContextWindowExceededError) as raised:
+            attempt(plugin, kwargs, "acompletion")
+        assert raised.value.llm_provider == "budget_hook" and raised.value.status_code == 400
+        assert "budget_hook blocked this request (context_length_exceeded)" in raised.value.message
+        refused = BudgetHookHTTPError(ErrorSpec(400, "prompt_id: not here", "invalid_request_error", "invalid_request"))
+        error = bridge_refusal(refused, kwargs, _overflow_error)
+        assert type(error) is litellm.BadRequestError and "prompt_id: not here" in error.message
+        failed = BudgetHookHTTPError(ErrorSpec(503, "ours", "api_error", "budget_hook_internal_error"))
+        assert bridge_refusal(failed, kwargs, _overflow_error) is failed
+    finally:
+        route_guard._ROUTE.reset(token)
+    for route in (None, "/v1/chat/completions", "/v1/a2a/discover"):
+        token = route_guard._ROUTE.set(route)
+        try:
+            assert bridge_refusal(refused, kwargs, _overflow_error) is refused
+        finally:
+            route_guard._ROUTE.reset(token)
 
 
 def test_a_client_cannot_forge_the_caller_of_an_attempt():

@@ -42,7 +42,7 @@ from .feedback import deployment_id
 from .labels import labelled
 from .offload import OTHER_CHARS_PER_CHAR, other_size
 from .outcomes import log_internal
-from .route_guard import as_lists, attempt_deployment, router_metadata_key, undecided_attempt
+from .route_guard import as_lists, attempt_deployment, on_a2a_route, router_metadata_key, undecided_attempt
 from .windows import covers, deployment_params
 
 logger = logging.getLogger("budget_hook")
@@ -122,7 +122,8 @@ async def recheck(plugin: Any, kwargs: dict[str, Any], call_type: Any, *, router
 
 
 def lasting_refusal(kwargs: dict[str, Any], call_type: Any, refusal: Exception, *, retries: Any,
-                    router_call: Callable[..., bool] | None = None) -> dict[str, Any]:
+                    router_call: Callable[..., bool] | None = None,
+                    client_error: Callable[[str, str, bool], Exception] | None = None) -> dict[str, Any]:
     """The kwargs a refused attempt is sent with when LiteLLM would call again without the hooks, so that every
     such call raises ``refusal`` before anything is sent (LiteLLM raises a ``mock_response`` that is an exception);
     otherwise ``refusal`` is raised. LiteLLM 1.103's client wrapper answers the refusal of a completion whose
@@ -135,7 +136,9 @@ def lasting_refusal(kwargs: dict[str, Any], call_type: Any, refusal: Exception, 
     exception given as its ``mock_response``): its refusal is raised, and a WARNING says when LiteLLM will send it
     again (a call the gateway's policy does not reach). ``router_call``: LiteLLM's own test of a
     router call (1.108's ``utils._is_litellm_router_call``, which reads ``litellm_metadata`` too: it calls none of
-    these again); None: 1.103's, ``metadata`` alone."""
+    these again); None: 1.103's, ``metadata`` alone. ``client_error``: LiteLLM's client errors (``bridge_refusal``)."""
+    if client_error is not None:
+        refusal = bridge_refusal(refusal, kwargs, client_error)
     try:
         routed = router_call(kwargs, is_async=True) if router_call is not None \
             else "model_group" in (kwargs.get("metadata") or {})
@@ -154,6 +157,19 @@ def lasting_refusal(kwargs: dict[str, Any], call_type: Any, refusal: Exception, 
     if kind != "acompletion" or routed or not again:
         raise refusal
     return {**kwargs, "mock_response": refusal}
+
+
+def bridge_refusal(refusal: Exception, kwargs: Mapping[str, Any], client_error: Callable[[str, str, bool], Exception]
+                   ) -> Exception:
+    """A refusal of the call LiteLLM's A2A completion bridge makes, as the error its A2A endpoint answers with an HTTP
+    400 and a JSON-RPC error (``client_error(message, model, overflow)``: LiteLLM's ``BadRequestError``, or its
+    context-window subclass for an overflow), where it answers any other class as an internal error (HTTP 500). Any
+    other refusal, or one that is ours to answer as a 5xx, as it is."""
+    status = getattr(refusal, "status_code", None)
+    if not (isinstance(status, int) and status < 500 and on_a2a_route()):
+        return refusal
+    return client_error(str(getattr(refusal, "message", refusal)), str(kwargs.get("model")),
+                        getattr(refusal, "error_code", None) == "context_length_exceeded")
 
 
 #: an attempt whose decided content holds more objects than this is compared in the pool (~1 ms of walk)

@@ -10,15 +10,13 @@ error format, and a provider's overflow answered as a block; ``chains``: Respons
 2. build one ``BudgetRequest``: the body, the caller (team, key, admin metadata), the client's input,
    the routed group's limits (minimum window over its deployments, from the router);
 3. ``pipeline.decide`` it (large requests in a bounded thread pool);
-4. keep the ``DecisionRecord`` by call id, put it in the request's metadata (and
-   ``spend_logs_metadata``, which reaches every LiteLLM logging integration), then forward the body
-   (trimmed or not) or raise the block as an HTTP 400;
+4. keep the ``DecisionRecord`` by call id, put it in the request's metadata (and ``spend_logs_metadata``, which
+   reaches every LiteLLM logging integration), then forward the body (trimmed or not) or raise the block (HTTP 400);
 5. answer ``x-budget-*`` headers and emit one JSON record per request from the success or failure
    callback, with the provider's ``prompt_tokens`` next to the estimate.
 
-At start-up, inside the proxy: the model listings (``/v1/models``, ``/model/info``, ``/model_group/info``)
-advertise each caller's budget (``proxy.model_info``), ``GET /budget_hook/metrics`` is added, and the counters
-join prometheus_client's registry (LiteLLM's ``/metrics``) when it is installed.
+At start-up, inside the proxy: the model listings advertise each caller's budget (``proxy.model_info``), ``GET
+/budget_hook/metrics`` is added, and the counters join prometheus_client's registry (LiteLLM's ``/metrics``).
 
 Why hooks are defined on the class itself: the proxy only calls ``async_pre_call_hook`` and
 ``async_post_call_response_headers_hook`` when they are in ``vars(type(callback))``.
@@ -148,9 +146,11 @@ def _add_routes(app: Any, plugin: BudgetHookPlugin) -> None:
     app.add_api_route("/budget_hook/metrics", plugin._metrics_endpoint, methods=["GET"], dependencies=auth)
 
 
-def _overflow_error(message: str, model: str) -> Exception:
-    """An attempt refused: the context-window error LiteLLM's router understands (no fallback to a smaller one)."""
-    error: Exception = litellm.ContextWindowExceededError(message=message, model=model, llm_provider="budget_hook")
+def _overflow_error(message: str, model: str, overflow: bool = True) -> Exception:
+    """A refused attempt as LiteLLM's context-window error (``overflow``; the router falls back to no smaller one) or
+    bad-request error, marked as ours (``llm_provider``: it teaches nothing)."""
+    kind = litellm.ContextWindowExceededError if overflow else litellm.BadRequestError
+    error: Exception = kind(message=message, model=model, llm_provider="budget_hook")
     return error
 
 
@@ -449,7 +449,8 @@ class BudgetHookPlugin(CustomLogger):
                                  overflow_error=_overflow_error)
         except Exception as refusal:  # raised, unless LiteLLM would send the call again without this hook
             return lasting_refusal(kwargs, call_type, refusal, retries=litellm.num_retries,
-                                   router_call=getattr(litellm.utils, "_is_litellm_router_call", None))
+                                   router_call=getattr(litellm.utils, "_is_litellm_router_call", None),
+                                   client_error=_overflow_error)
 
     def _internal_failure(self, exc: Exception, data: dict, key: str, fail_mode: str,
                           request: BudgetRequest | None) -> None:

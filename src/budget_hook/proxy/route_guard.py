@@ -199,6 +199,11 @@ def current_route() -> str | None:
     return _ROUTE.get()
 
 
+def on_a2a_route() -> bool:
+    """Whether the request in progress is one LiteLLM's A2A completion bridge serves (``A2A_ROUTE``)."""
+    return _A2A_ROUTE_MATCH(_ROUTE.get() or "") is not None
+
+
 def model_in_path(key: str | None, served: Callable[[str], bool] = lambda name: False) -> str | None:
     """The model a pass-through names only in its URL, as the model map spells it (``gemini/gemini-2.5-flash``).
     Vertex AI's pass-through serves a name the router has a pass-through deployment for from that deployment
