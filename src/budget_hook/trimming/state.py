@@ -10,6 +10,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -202,9 +203,19 @@ class TrimState(Versions, Removals):
         # the newest results: only as far as the request needs
         aim, leaving, self.target, self.leaving_room = self.target, self.leaving_room, self.needed, False
         before, moves = self.total, self.moves
-        for index in newest:  # still over: the newest results, oldest first, as little as needed
-            if self.fits():
+        cut_first = frozenset(newest)
+        # one of the newest results never cut (an error, a result sent with text beside it, a built-in tool's
+        # output) has its step leave in its place when a newer result would be cut: the newest stays verbatim the
+        # longest (a review: the latest result was cut to 14% while an older error result went whole)
+        early: list[tuple[Unit, tuple[int, ...]]] = []
+        for index in (i for i in in_region if self.is_recent(i) and self.alive[i]) if newest else ():
+            if self.fits():  # still over: the newest results, oldest first, as little as needed
                 break
+            if index not in cut_first:
+                unit = next((u for u in units if index in u.indexes), None) if max(cut_first) > index else None
+                if unit is not None and all(self.alive[i] for i in unit.indexes):
+                    early.append((unit, self.drop_unit(unit)))
+                continue
             if self._has_old_images(index):
                 self._apply(index, "light")  # images older than the latest turn go first (drop_old_images)
             if not self.fits():
@@ -221,6 +232,7 @@ class TrimState(Versions, Removals):
             self._restore_units([d for d in drops if d[1] and not any(self.alive[i] for i in d[1])])
             self.target = self.needed
             self._restore_units(last_drops[:-1])
+            self._restore_units(early)
         if self.moves != moves:
             self.depends_on_needed = True
         elif newest or left:  # nothing was over ``needed``: a smaller one could have been
@@ -234,16 +246,31 @@ class TrimState(Versions, Removals):
 
     def _restore(self, indexes: Iterable[int]) -> None:
         """Give back, newest first, the cuts of ``indexes`` (the newest results, cut before the steps that held
-        the others left) that the room a later move freed now holds whole: the minimal set of cuts, not a
-        one-way ladder."""
+        the others left) that the room a later move freed now holds: whole, else the first that cannot come back
+        whole cut again only as far as the room needs (a review saw 18% of the budget forwarded, the 2nd-newest
+        result left at its floor): the minimal set of cuts, not a one-way ladder."""
         for index in sorted(indexes, reverse=True):
-            if self.alive[index] and index in self.edited \
-                    and self.total + self.original_tokens[index] - self.tokens[index] <= self.target:
+            if not (self.alive[index] and index in self.edited):
+                continue
+            excess = self.total + self.original_tokens[index] - self.tokens[index] - self.target
+            if excess <= 0:
                 self.total += self.original_tokens[index] - self.tokens[index]
                 self.tokens[index] = self.original_tokens[index]
                 del self.edited[index]
                 del self.actions[index]
                 self.moves += 1
+                continue
+            if self.actions[index].action == "compacted":  # graded by ``reduce``: cut again, less
+                message, tokens = self.graded(index, needed=excess, floor=self.policy.tool_result_keep_chars,
+                                              action="compacted")
+                if self.tokens[index] < tokens and self.total - self.tokens[index] + tokens <= self.target:
+                    self.actions[index] = replace(self.actions[index], tokens_after=tokens,
+                                                  chars_after=content_chars(message))
+                    self.total += tokens - self.tokens[index]
+                    self.tokens[index] = tokens
+                    self.edited[index] = message
+                    self.moves += 1
+            return
 
     def _soften_along(self, indexes: list[int], light: Mapping[int, int]) -> None:
         """Soften ``indexes`` (in position order) up to the smallest frontier on the axis of what softening
