@@ -136,6 +136,26 @@ def test_the_chat_view_protects_the_cache_prefix_and_the_turn_s_thinking_opening
     assert CHAT.view({"messages": message_level}).protected == frozenset({0})
     assert CHAT.view({"messages": messages[2:4]}).protected == frozenset()
     assert CHAT.view({"messages": messages[:4]}).keep == frozenset()  # no turn in progress
+    # the turn's assistant messages that carry thinking are never rewritten (as /v1/messages freezes them)
+    assert view.no_edit == frozenset({4}) and CHAT.view({"messages": messages[:4]}).no_edit == frozenset()
+
+
+def test_a_chat_turn_s_thinking_steps_are_never_shortened():
+    """A fourteenth review: chat shortened the text of the turn's assistant messages that carry ``thinking_blocks``
+    (to 1,121 characters of 4,000), which /v1/messages never rewrites; they stay as sent or leave with their step."""
+    def step(i: int) -> list[dict]:
+        return [{"role": "assistant", "content": f"Step {i}: " + OUTPUT * 100, "thinking_blocks": [
+                    {"type": "thinking", "thinking": f"plan {i}", "signature": "c2ln" * 30}],
+                 "tool_calls": [{"id": f"c{i}", "type": "function", "function": {"name": "f", "arguments": "{}"}}]},
+                {"role": "tool", "tool_call_id": f"c{i}", "content": OUTPUT * 200}]
+    messages = [{"role": "system", "content": "agent"}, {"role": "user", "content": "Fix the build."}]
+    for i in range(5):
+        messages += step(i)
+    body = {"model": "claude", "thinking": {"type": "enabled", "budget_tokens": 1_024}, "messages": messages}
+    for window in (6_000, 9_000, 12_000):
+        decision = decide(BudgetRequest(CHAT, body, "claude", ModelLimits(window, "test", CLAUDE)), load_settings({}))
+        sent = {m["content"] for m in decision.request["messages"] if m.get("thinking_blocks")}
+        assert sent and sent <= {m["content"] for m in messages if m.get("thinking_blocks")}, window
 
 
 def test_a_notice_inside_a_protected_prefix_says_the_prefix_was_rewritten():

@@ -47,7 +47,8 @@ def _view(body: Mapping[str, Any]) -> View:
     message carrying a ``cache_control`` breakpoint, on the message or one of its parts: LiteLLM sends them to
     Claude; given up only when nothing else fits, and then the record's notes say ``cache_prefix_rewritten``), and,
     with thinking on, the latest turn's first assistant message when it alone carries ``thinking_blocks`` (Anthropic
-    refuses a turn in progress that does not open with its thinking; a tenth review found a trim that dropped it)."""
+    refuses a turn in progress that does not open with its thinking; a tenth review found a trim that dropped it), and
+    the latest turn's assistant messages that carry ``thinking_blocks``, never rewritten (a fourteenth review)."""
     messages = body.get("messages")
     if not isinstance(messages, list):
         return View(body)
@@ -63,7 +64,11 @@ def _view(body: Mapping[str, Any]) -> View:
             latest = index
     # the turn thought once, at its first step (not interleaved), with thinking on: that step stays
     opening = thought_once_step(messages, latest + 1, _shows_thinking) if latest >= 0 and _thinking_on(body) else None
-    return View(body, protected=frozenset(range(breakpoint_at + 1)),
+    # the turn in progress's assistant messages that carry thinking go as they came (Anthropic takes the turn's
+    # assistant messages back as it sent them), or leave with their step; /v1/messages freezes the same ones
+    frozen = frozenset(i for i in range(latest + 1, len(messages)) if isinstance(messages[i], Mapping)
+                       and messages[i].get("role") == "assistant" and _shows_thinking(messages[i]))
+    return View(body, protected=frozenset(range(breakpoint_at + 1)), no_edit=frozen,
                 keep=frozenset(() if opening is None else (opening,)))
 
 
