@@ -206,13 +206,16 @@ class TrimState(Versions, Removals):
         cut_first = frozenset(newest)
         # one of the newest results never cut (an error, a result sent with text beside it, a built-in tool's
         # output) has its step leave in its place when a newer result would be cut: the newest stays verbatim the
-        # longest (a review: the latest result was cut to 14% while an older error result went whole)
+        # longest (a review: the latest result was cut to 14% while an older error result went whole). Not a short
+        # one (under ``tool_result_min_chars``): it frees little, and a short error is what the agent must not repeat
         early: list[tuple[Unit, tuple[int, ...]]] = []
         for index in (i for i in in_region if self.is_recent(i) and self.alive[i]) if newest else ():
             if self.fits():  # still over: the newest results, oldest first, as little as needed
                 break
             if index not in cut_first:
-                unit = next((u for u in units if index in u.indexes), None) if max(cut_first) > index else None
+                unit = next((u for u in units if index in u.indexes), None) \
+                    if max(cut_first) > index and content_chars(self.messages[index]) >= policy.tool_result_min_chars \
+                    else None
                 if unit is not None and all(self.alive[i] for i in unit.indexes):
                     early.append((unit, self.drop_unit(unit)))
                 continue
