@@ -174,6 +174,41 @@ def test_gemini_text_beside_a_response_stays_at_every_budget():
         assert all(a != b for a, b in itertools.pairwise(roles)), roles
 
 
+def test_with_thinking_the_turn_the_instruction_opens_keeps_its_thinking_step_and_the_instruction():
+    """Claude thinking once per turn: the instruction opens a turn (Anthropic strips earlier thinking there), so the
+    first step after it keeps its signed thinking, and the instruction stays, at every budget."""
+    body = anthropic_body(say_after=2)
+    body["thinking"], body["max_tokens"] = {"type": "enabled", "budget_tokens": 1024}, 2000
+    for index in (1, 7):  # the task's first step and the instruction's
+        body["messages"][index]["content"].insert(0, {"type": "thinking", "thinking": "Run the build first. " * 30,
+                                                      "signature": "c2ln" * 40})
+    total = ANTHROPIC.count(body, CLAUDE)
+    for tokens in range(1500, total + 1, 500):
+        forwarded = trimmed(ANTHROPIC, body, CLAUDE, tokens).request
+        assert anthropic_problems(body, forwarded) == [], tokens
+        assert body["messages"][7] in forwarded["messages"], tokens
+        assert SAY in json.dumps(forwarded["messages"]), tokens
+
+
+def test_a_system_reminder_beside_an_older_result_is_read_as_a_user_message_too():
+    """Claude Code's reminders beside results are user-side text, read as chat reads them: kept while older steps
+    leave, and the result beside one may be compacted. Before, the result and reminder were one unit never edited, so
+    they left with their step: 10 messages dropped, 15,361 tokens forwarded at a budget of 24,238; now 6 dropped,
+    19,363 tokens at 24,243, the reminder kept."""
+    from .test_agent_trimming import claude_code_body
+
+    reminder = {"type": "text", "text": "<system-reminder>The file src/f2.py was modified by the user.</system-reminder>"}
+    body = claude_code_body(steps=8, result_chars=6000)
+    body["messages"][10]["content"].append(reminder)
+    total = ANTHROPIC.count(body, CLAUDE)
+    result = trimmed(ANTHROPIC, body, CLAUDE, int(total * 0.6))
+    forwarded = result.request
+    assert anthropic_problems(body, forwarded) == []
+    assert sum(reminder in m["content"] for m in forwarded["messages"] if isinstance(m["content"], list)) == 1
+    assert (10, "compacted") in {(a.index, a.action) for a in result.report.actions}
+    assert result.report.tokens_after > 19000
+
+
 # --- generated conversations ----------------------------------------------------------------------------------
 
 STEP = st.tuples(st.integers(20, 900), st.sampled_from(["", "", "say", "reminder", "note"]), st.booleans())
