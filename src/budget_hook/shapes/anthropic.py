@@ -11,13 +11,13 @@ came from. So, in Anthropic terms:
   thinking data and any other block (server tools, search results) are counted as their text / JSON;
   earlier turns' thinking is not counted (Anthropic strips and does not bill it);
 * a ``tool_use`` block and its ``tool_result`` leave together (one turn's assistant tool call and its
-  answer in the view); a turn starts at a user message that is not only tool results, so dropping whole
-  turns keeps the first message ``user`` and roles alternating;
+  answer in the view); text or images a user message sends after its results are a user message of their
+  own after them in the view (as LiteLLM's chat translation has them), where a turn starts, so the trimmer
+  protects them as a chat user message; the write-back keeps results first and roles alternating;
 * compacting a tool result keeps the block and its ``tool_use_id`` and replaces its content with the
   head and a marker; results with ``is_error: true`` are kept;
 * an assistant message carrying ``thinking`` / ``redacted_thinking`` (signed by Anthropic) or server-tool
-  blocks is never edited: it stays whole or leaves with its whole turn; so is a user message that sends
-  text or images along with tool results (the user's own text is never cut);
+  blocks is never edited: it stays whole or leaves with its whole turn;
 * prompt caching: everything up to the last ``cache_control`` breakpoint in ``messages`` is protected
   in a first pass; only when the request cannot fit otherwise is it trimmed again without that
   protection, and the report's ``notes`` say the cached prefix was rewritten.
@@ -167,25 +167,15 @@ def _convert(message: Any, where: str, keep_thinking: bool) -> _Parts:
                 frozen.append(len(parts))
             parts.append(part)
             blocks.append((block_index,))
-    if results and rest:
-        # Text or images sent along with tool results (e.g. a file the tool attached) belong to the
-        # same exchange, not to a new turn: they join the last result's view message, so they stay
-        # or leave with it and the turn boundary stays where Anthropic's is.
-        # Never edited: compacting would cut the user's own text, which must stay as sent.
-        extra = convert_message({"role": "user", "content": [content[i] for i in rest]}, where,
-                                 inline_tool_images=True)
-        last = parts[-1]
-        joined = _parts(last["content"])
-        for extra_message in extra:
-            joined.extend(_parts(extra_message.get("content")))
-        parts[-1] = {**last, "content": joined}
-        blocks[-1] = (results[-1], *rest)
-        frozen.append(len(parts) - 1)
-    elif rest or not results:
+    if rest or not results:
+        # Text or images the user sends after tool results (an instruction mid-loop, Claude Code's system
+        # reminders) are a user message of their own after the results, as LiteLLM's chat translation has them:
+        # the turn starts there (as ``current_turn_start`` reads it), and the trimmer protects them as it does a
+        # chat user message; the write-back keeps them in one native message with the results that stay.
         remaining = {"role": message.get("role"), "content": [content[i] for i in rest]}
         signed = any(isinstance(content[i], Mapping) and not rewritable_block(content[i]) for i in rest)
         for part in convert_message(remaining, where, keep_thinking=keep_thinking, inline_tool_images=True):
-            if signed:  # signed thinking, server-tool blocks...: stays whole or leaves with its turn
+            if signed:  # signed thinking, server-tool blocks, documents...: stays whole or leaves with its turn
                 frozen.append(len(parts))
             parts.append(part)
             blocks.append(tuple(rest))

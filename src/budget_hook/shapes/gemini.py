@@ -8,8 +8,9 @@ The body is seen through a chat-shaped view, counted and trimmed like every conv
 * ``inlineData`` images are sized from their header, PDFs by their pages, text files as text, other media
   by size; ``fileData`` (a file URI) is content the request only references (flagged);
 * thought signatures and thought text are counted as text (a replayed ``thoughtSignature`` is billed); a
-  content carrying them is never rewritten (it stays whole or leaves with its turn), and text sent along
-  with ``functionResponse`` parts joins the last response's view message (it stays or leaves with it);
+  content carrying them is never rewritten (it stays whole or leaves with its turn); media sent along with
+  ``functionResponse`` parts joins the last response's view message (it stays or leaves with it), and the
+  user's text sent with them is a user message of its own after the responses (the turn starts there);
 * ``tools`` (``functionDeclarations``; built-in tools as their JSON) and ``generationConfig``'s response
   schema are counted; ``generationConfig.maxOutputTokens`` is the output reserve.
 
@@ -171,9 +172,11 @@ def build_view(body: Mapping[str, Any]) -> View:
             refs.append(_Ref(index, (i,)))
             if media_parts:
                 no_edit.add(len(messages) - 1)  # a response with media stays whole or leaves with its call
-        if responses and rest:
-            # Text or media sent along with function responses belong to the same exchange, not to a new turn:
-            # they join the last response's view message, so they stay or leave with it (and are never cut).
+        if responses and rest and not any(_text(parts[i]) for i in rest):
+            # Media alone sent along with function responses (a file a tool returned) belong to the same exchange:
+            # they join the last response's view message, so they stay or leave with it (and are never cut). The
+            # user's text beside responses (an instruction mid-loop) is a user message of its own after them
+            # (below), where ``_current_turn_start`` starts the turn: the trimmer protects it as a chat user message.
             last = messages[-1]
             extra = [piece for i in rest
                      for piece in (_chat_part(parts[i], f"{where}.parts[{i}]"),
@@ -226,9 +229,13 @@ def _current_turn_start(contents: list[Any]) -> int:
     for index in range(len(contents) - 1, -1, -1):
         entry = contents[index]
         if isinstance(entry, Mapping) and entry.get("role") != "model" and any(
-                isinstance(p, Mapping) and isinstance(p.get("text"), str) for p in _any_parts(entry)):
+                _text(p) for p in _any_parts(entry)):
             return index
     return 0
+
+
+def _text(part: Any) -> bool:
+    return isinstance(part, Mapping) and isinstance(part.get("text"), str)
 
 
 def _signed(part: Any) -> bool:
