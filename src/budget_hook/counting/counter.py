@@ -49,7 +49,7 @@ from .validation import empty_texts, validate_message, validate_messages
 FAMILY_ENCODINGS = frozenset({"mistral", "llama3", "qwen", "qwen3.5", "deepseek"})
 #: a file's name and framing around its text
 FILE_FRAMING_TOKENS = 20
-MEDIA_PARTS = frozenset({"image_url", "input_image", "input_audio", "video_url", "file", "input_file"})
+MEDIA_PARTS = frozenset({"image_url", "input_image", "input_audio", "video_url", "audio_url", "file", "input_file"})
 #: texts this short (roles, names, call ids, short arguments) are counted once per profile, up to ``SHORT_TEXTS`` in all
 SHORT_TEXT_CHARS, SHORT_TEXTS = 32, 65_536
 _SHORT: dict[tuple[int, str], int] = {}
@@ -397,8 +397,8 @@ class TokenCounter:
             return 0, self.image_tokens(part["image_url"], where=f"{where}.image_url")
         if kind == "input_audio" and isinstance(part.get("input_audio"), Mapping):
             return 0, audio_tokens(part["input_audio"].get("data"))
-        if kind == "video_url":  # by URL: the flat estimate of content not in the request; inline: its size
-            url = part["video_url"].get("url") if isinstance(part.get("video_url"), Mapping) else part.get("video_url")
+        if kind in ("video_url", "audio_url"):  # by URL: the flat estimate of content not in the request; inline: size
+            url = part[kind].get("url") if isinstance(part.get(kind), Mapping) else part.get(kind)
             return 0, file_tokens({"file_data": url} if isinstance(url, str) and url.startswith("data:") else {})
         if kind == "file" and isinstance(part.get("file"), Mapping):
             text = file_text(part["file"])  # a text file is counted as the text it is
