@@ -167,3 +167,14 @@ def test_any_string_anywhere_in_a_tool_raises_the_count_by_its_tokens(model, sch
     before = tools_total(model, chat(base))
     after = tools_total(model, chat(stuffed))
     assert after - before >= counter.count_text(text) - EDGES, (json.dumps(stuffed), before, after)
+
+
+def test_a_gemini_declaration_key_beside_its_schema_is_counted():
+    # generateContent to a self-hosted model (LiteLLM 1.108's Gemini route): a declaration's other keys reach it too
+    model = "hosted_vllm/my-model"
+
+    def body(text: str) -> dict[str, Any]:
+        return {"contents": [{"role": "user", "parts": [{"text": "q"}]}], "tools": [{"functionDeclarations": [
+            {"name": "search", "description": "d", "parameters": {"type": "object"}, "x-doc": text}]}]}
+    gained = tools_total(model, body(STUFFING), "gemini") - tools_total(model, body(""), "gemini")
+    assert gained >= TokenCounter.for_model(model).count_text(STUFFING) - EDGES
