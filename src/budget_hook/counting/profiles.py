@@ -210,7 +210,8 @@ def _family_profile(model: str | None, base_model: str | None) -> TokenizerProfi
         return TokenizerProfile("mistral", "mistral", exact=False, safety_factor=1.0, **_open_models.MISTRAL_TERMS)
     if family == "qwen":
         terms = {**_open_models.QWEN_TERMS, "reply_priming": _open_models.QWEN_TERMS["reply_priming"] +
-                 (_open_models.QWEN2_DEFAULT_SYSTEM if "qwen2" in name or "qwen-2" in name else 0)}
+                 (_open_models.QWEN2_DEFAULT_SYSTEM if "qwen2" in name or "qwen-2" in name else 0),
+                 "image_formula": "qwen_vl" if _open_models.QWEN_VL.search(name) else "openai_tiles"}
         vocabulary = "qwen3.5" if any(v in name for v in ("qwen3.5", "qwen3.6", "qwen3-5", "qwen3-6")) else "qwen"
         if family_tokenizers.available(vocabulary):  # the optional vocabulary: text exact, no digit bound
             return TokenizerProfile("qwen", vocabulary, exact=False, safety_factor=1.0, generation="qwen",

@@ -62,6 +62,8 @@ LLAMA31_TERMS: dict[str, Any] = dict(OWN_TOKENIZER_TERMS, tool_results_as_json=T
                                      tools_json="indent4",
                                      tools_request_overhead=LLAMA31_TOOL_PREAMBLE)
 LLAMA3 = re.compile(r"llama[-_ ]?3")
+#: Qwen2-VL and Qwen2.5-VL: images priced by their 28x28 patches (``images.qwen_vl_tokens``)
+QWEN_VL = re.compile(r"qwen2(?:\.5|-5|_5)?[-_ ]?vl")
 
 
 MISTRAL = ProviderRecord(
