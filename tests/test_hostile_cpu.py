@@ -645,6 +645,8 @@ AUDITED: dict[tuple[str, str | bytes], str] = {
     ("budget_hook.providers.gemini", r"gemini-2\.5|gemini-2-5"): "search, literals: bounded model name",
     ("budget_hook.providers.gemini", r"gemini-(2\.0|2-0|1\.5|1-5|1\.0|pro)|gemma"): "search, literals: bounded name",
     ("budget_hook.providers.open_models", r"llama[-_ ]?3"): "search, literals: bounded model name",
+    ("budget_hook.providers.open_models", r"qwen2(?:\.5|-5|_5)?[-_ ]?vl"): "search, literals and one optional group: "
+                                                                       "bounded model name",
     ("budget_hook.providers.openai", r"^(text-embedding-|davinci-002|babbage-002)"): "match on a bounded name",
     ("budget_hook.counting.profiles", r"^(gpt-|o\d|chatgpt)"): "match on a bounded model name",
     ("budget_hook.providers.anthropic", r"claude-(3|instant|2)|claude-(haiku|sonnet|opus)-3"): "search, literals",

@@ -30,6 +30,7 @@ from typing import Any
 
 from ..errors import MalformedRequestError
 from . import images, parts, rendered
+from . import tools as tooldefs
 from .cache import COUNT_CACHE
 from .canonical import canonical_json, plain_calls_key
 from .encodings import PIECE_CHARS, get_encoding
@@ -48,7 +49,7 @@ from .validation import empty_texts, validate_message, validate_messages
 FAMILY_ENCODINGS = frozenset({"mistral", "llama3", "qwen", "qwen3.5", "deepseek"})
 #: a file's name and framing around its text
 FILE_FRAMING_TOKENS = 20
-MEDIA_PARTS = frozenset({"image_url", "input_image", "input_audio", "video_url", "file", "input_file"})
+MEDIA_PARTS = frozenset({"image_url", "input_image", "input_audio", "video_url", "audio_url", "file", "input_file"})
 #: texts this short (roles, names, call ids, short arguments) are counted once per profile, up to ``SHORT_TEXTS`` in all
 SHORT_TEXT_CHARS, SHORT_TEXTS = 32, 65_536
 _SHORT: dict[tuple[int, str], int] = {}
@@ -148,8 +149,10 @@ class TokenCounter:
         tools = request.get("tools")
         responses = request.get(RESPONSES_VIEW) is True or (isinstance(tools, list) and any(
             isinstance(t, Mapping) and type(t.get("type")) is ViewPart for t in tools))
-        tools_tokens = self._count_functions(functions, responses=responses)
-        overhead = self.profile.reply_priming + self._choice_tokens(request) + self._response_format_tokens(request) + \
+        whole = tooldefs.sent_tools(request) if self.profile.tools_whole and functions else None
+        tools_tokens = self._count_functions(functions, responses=responses, whole=whole)
+        overhead = self.profile.reply_priming + self._response_format_tokens(request) + \
+            tooldefs.choice_tokens(request, self.profile.forced_tool_choice_overhead, self.count_text) + \
             (responses_extra(self.profile, messages) if responses else 0)  # gpt-5.x bills Responses' items more
         if thinking_enabled(request):
             overhead += self.profile.thinking_overhead
@@ -394,8 +397,8 @@ class TokenCounter:
             return 0, self.image_tokens(part["image_url"], where=f"{where}.image_url")
         if kind == "input_audio" and isinstance(part.get("input_audio"), Mapping):
             return 0, audio_tokens(part["input_audio"].get("data"))
-        if kind == "video_url":  # by URL: the flat estimate of content not in the request; inline: its size
-            url = part["video_url"].get("url") if isinstance(part.get("video_url"), Mapping) else part.get("video_url")
+        if kind in ("video_url", "audio_url"):  # by URL: the flat estimate of content not in the request; inline: size
+            url = part[kind].get("url") if isinstance(part.get(kind), Mapping) else part.get(kind)
             return 0, file_tokens({"file_data": url} if isinstance(url, str) and url.startswith("data:") else {})
         if kind == "file" and isinstance(part.get("file"), Mapping):
             text = file_text(part["file"])  # a text file is counted as the text it is
@@ -435,27 +438,34 @@ class TokenCounter:
 
     # --- tools and other request-level parts -------------------------------------------------------
 
-    def _count_functions(self, functions: list[Mapping[str, Any]], *, responses: bool = False) -> int:
+    def _count_functions(self, functions: list[Mapping[str, Any]], *, responses: bool = False,
+                         whole: list[Any] | None = None) -> int:
+        """``whole``: the tools as a chat template is handed them (``tools.sent_tools``), or None."""
         if not functions:
             return 0
         # Tool definitions are resent with every request of a session: cache their count too.
-        serialised = canonical_json(functions)
+        serialised = canonical_json(functions if whole is None else [functions, whole])
         key = hash((self._profile_id, "tools", responses, len(serialised), hash(serialised)))
         cached = COUNT_CACHE.get(key)
         if cached is None:
-            cached = self._count_functions_uncached(functions, responses=responses)
+            cached = self._count_functions_uncached(functions, responses=responses, whole=whole)
             COUNT_CACHE.put(key, cached)
         return cached
 
-    def _count_functions_uncached(self, functions: list[Mapping[str, Any]], *, responses: bool = False) -> int:
+    def _count_functions_uncached(self, functions: list[Mapping[str, Any]], *, responses: bool = False,
+                                  whole: list[Any] | None = None) -> int:
         profile = self.profile
         raw = inlined_tokens([f.get("parameters") for f in functions], self.count_text)  # LiteLLM inlines $refs
         if profile.tools_rendering == "json":
-            raw += sum(self.count_text(tool_json(f, profile.tools_json)) for f in functions)
+            written = sum(self.count_text(tool_json(f, profile.tools_json)) for f in functions)
         else:
             # every default; newer models' prompts carry more of the schema
-            raw += self.count_text(render_functions(functions)) + 9 + \
+            written = self.count_text(render_functions(functions)) + 9 + \
                 self.count_text(unrendered_text(functions, newer=bool(profile.tokens_per_function)))
+        if whole is not None:  # a chat template writes each tool object whole: every key, the client's extra ones too
+            style = "indent4" if profile.tools_json == "indent4" else "spaced"
+            written = max(written, sum(self.count_text(tooldefs.whole_json(tool, style)) for tool in whole))
+        raw += written
         if responses and profile.family == "openai":
             overhead, per_function = profile.responses_tools_overhead, profile.responses_tokens_per_function
         else:
@@ -467,24 +477,6 @@ class TokenCounter:
         schemas = response_schemas(request.get("response_format"))
         raw = sum(self.count_text(canonical_json(s)) for s in schemas) + inlined_tokens(schemas, self.count_text)
         return self._scaled(raw) + self.profile.structured_output_overhead if schemas else 0
-
-    def _choice_tokens(self, request: Mapping[str, Any]) -> int:
-        forced = self.profile.forced_tool_choice_overhead
-        if request.get("tools"):
-            choice = request.get("tool_choice")
-            if isinstance(choice, Mapping):
-                function = choice.get("function")
-                name = function.get("name") if isinstance(function, Mapping) else None
-                return forced + (7 + self.count_text(name) if isinstance(name, str) else 1)
-            if choice == "required":
-                return forced + 1
-            return 1 if choice == "none" else 0
-        if request.get("functions"):
-            choice = request.get("function_call")
-            if isinstance(choice, Mapping) and isinstance(choice.get("name"), str):
-                return 4 + self.count_text(choice["name"])
-            return 1 if choice == "none" else 0
-        return 0
 
 
 @functools.lru_cache(maxsize=1024)

@@ -180,6 +180,35 @@ def gemini_tile_tokens_worst_case(*, per_tile: int) -> int:
     return per_tile * 16
 
 
+#: Qwen2-VL and Qwen2.5-VL read an image as 28x28-pixel patches (14-pixel patches merged 2x2) of the image resized
+#: to multiples of 28 (``smart_resize`` of their image processor) within ``min_pixels`` and ``max_pixels`` (the
+#: defaults of their ``preprocessor_config.json``), one token a patch, between ``<|vision_start|>`` and
+#: ``<|vision_end|>``: up to 16,384 visual tokens an image, 10,549 for 3840x2160
+QWEN_VL_PATCH = 28
+QWEN_VL_MIN_PIXELS = 56 * 56
+QWEN_VL_MAX_PIXELS = 28 * 28 * 16_384  # 12,845,056
+QWEN_VL_FRAMING = 2
+
+
+def qwen_vl_tokens(width: int, height: int, *, max_pixels: int = QWEN_VL_MAX_PIXELS) -> int:
+    """Tokens of a ``width`` x ``height`` image on Qwen2-VL / Qwen2.5-VL (their ``smart_resize``)."""
+    factor = QWEN_VL_PATCH
+    width, height = max(1, width), max(1, height)
+    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < QWEN_VL_MIN_PIXELS:
+        beta = math.sqrt(QWEN_VL_MIN_PIXELS / (height * width))
+        h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return min((h_bar // factor) * (w_bar // factor), max_pixels // (factor * factor)) + QWEN_VL_FRAMING
+
+
+def _qwen_vl(size: tuple[int, int] | None, detail: str, base: int, tile: int, multiplier: float) -> int:
+    return qwen_vl_tokens(*size) if size else QWEN_VL_MAX_PIXELS // (QWEN_VL_PATCH * QWEN_VL_PATCH) + QWEN_VL_FRAMING
+
+
 def _flat(size: tuple[int, int] | None, detail: str, base: int, tile: int, multiplier: float) -> int:
     return base
 
@@ -210,7 +239,7 @@ def _openai_tiles(size: tuple[int, int] | None, detail: str, base: int, tile: in
 #: unknown, the formula's worst case), its ``detail`` and the profile's base, tile and multiplier
 FORMULAS: dict[str, Callable[[tuple[int, int] | None, str, int, int, float], int]] = {
     "flat": _flat, "gemini_tiles": _gemini_tiles, "anthropic": _anthropic_formula, "openai_patches": _openai_patches,
-    "openai_tiles": _openai_tiles,
+    "openai_tiles": _openai_tiles, "qwen_vl": _qwen_vl,
 }
 
 

@@ -67,6 +67,9 @@ class TokenizerProfile:
     #: JSON is written (``tools.tool_json``: compact, spaced, indent4)
     tools_rendering: str = "typescript"
     tools_json: str = "compact"
+    #: the server writes each tool through a chat template (a self-hosted family, or one not recognised): the tool
+    #: objects are counted whole, at least (``tools.sent_tools``), every key kept, as vLLM hands them to the template
+    tools_whole: bool = False
     #: the chat template writes tool results through ``tojson`` (Llama 3.1+: every quote, newline and tab
     #: is escaped, each escape a token or more): they are counted in that form
     tool_results_as_json: bool = False
@@ -207,7 +210,8 @@ def _family_profile(model: str | None, base_model: str | None) -> TokenizerProfi
         return TokenizerProfile("mistral", "mistral", exact=False, safety_factor=1.0, **_open_models.MISTRAL_TERMS)
     if family == "qwen":
         terms = {**_open_models.QWEN_TERMS, "reply_priming": _open_models.QWEN_TERMS["reply_priming"] +
-                 (_open_models.QWEN2_DEFAULT_SYSTEM if "qwen2" in name or "qwen-2" in name else 0)}
+                 (_open_models.QWEN2_DEFAULT_SYSTEM if "qwen2" in name or "qwen-2" in name else 0),
+                 "image_formula": "qwen_vl" if _open_models.QWEN_VL.search(name) else "openai_tiles"}
         vocabulary = "qwen3.5" if any(v in name for v in ("qwen3.5", "qwen3.6", "qwen3-5", "qwen3-6")) else "qwen"
         if family_tokenizers.available(vocabulary):  # the optional vocabulary: text exact, no digit bound
             return TokenizerProfile("qwen", vocabulary, exact=False, safety_factor=1.0, generation="qwen",
@@ -226,7 +230,14 @@ def _family_profile(model: str | None, base_model: str | None) -> TokenizerProfi
     # other tokenizers split far more finely than o200k (runs of newlines, spaces, one letter; digits;
     # non-Latin scripts), so adversarial text is never under-counted.
     return TokenizerProfile(family, "o200k_base", exact=False, safety_factor=UNMEASURED_SAFETY_FACTOR,
-                            run_aware=True, digits_as_tokens=True)
+                            run_aware=True, digits_as_tokens=True, tools_whole=not _openai_own(base_model or model))
+
+
+def _openai_own(model: str | None) -> bool:
+    """A name the family keywords do not know that is still OpenAI's own model, which renders tools its own way
+    (bills no key OpenAI's rendering leaves out): an Azure OpenAI deployment's name, an OpenAI fine-tune (``ft:``)."""
+    name = (model or "").strip().lower()
+    return name.startswith("azure/") or model_key(name).startswith("ft:")
 
 
 def anthropic_profile(name: str) -> TokenizerProfile:

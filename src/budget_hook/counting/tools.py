@@ -40,6 +40,12 @@ def tool_functions(request: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     return found
 
 
+def beside(tool: Mapping[str, Any], used: frozenset[str]) -> dict[str, Any]:
+    """A client's tool object's keys a view's function tool was not built from (``used``): kept beside its
+    ``function``, where a self-hosted server's template gets them (``sent_tools``); OpenAI's rendering reads none."""
+    return {str(k): v for k, v in tool.items() if k not in used and k not in ("type", "function")}
+
+
 def with_examples(function: Mapping[str, Any], tool: Mapping[str, Any]) -> Mapping[str, Any]:
     """``function`` with the tool's ``input_examples`` beside it, where LiteLLM reads them too (its Claude mapping
     sends ``tools[i].input_examples`` with the tool, and Anthropic bills them: 14,057 tokens received, 652 counted,
@@ -48,6 +54,25 @@ def with_examples(function: Mapping[str, Any], tool: Mapping[str, Any]) -> Mappi
     if examples is None:
         return function
     return {**function, "input_examples" if "input_examples" not in function else "tool_input_examples": examples}
+
+
+def choice_tokens(request: Mapping[str, Any], forced: int, count: Callable[[str], int]) -> int:
+    """What ``tool_choice`` (or legacy ``function_call``) adds to the prompt; ``forced``: a forced choice's overhead."""
+    if request.get("tools"):
+        choice = request.get("tool_choice")
+        if isinstance(choice, Mapping):
+            function = choice.get("function")
+            name = function.get("name") if isinstance(function, Mapping) else None
+            return forced + (7 + count(name) if isinstance(name, str) else 1)
+        if choice == "required":
+            return forced + 1
+        return 1 if choice == "none" else 0
+    if request.get("functions"):
+        choice = request.get("function_call")
+        if isinstance(choice, Mapping) and isinstance(choice.get("name"), str):
+            return 4 + count(choice["name"])
+        return 1 if choice == "none" else 0
+    return 0
 
 
 def render_functions(functions: Iterable[Mapping[str, Any]]) -> str:
@@ -182,6 +207,26 @@ def tool_json(function: Mapping[str, Any], style: str = "compact") -> str:
     if style == "compact":
         return canonical_json(function)
     tool = {"type": "function", "function": function}
+    return json.dumps(tool, ensure_ascii=False, indent=4 if style == "indent4" else None, default=str)
+
+
+def sent_tools(request: Mapping[str, Any]) -> list[Any]:
+    """The tool definitions as a self-hosted server hands them to its chat template: each ``tools`` object whole,
+    every key kept (vLLM's ``tool.model_dump()``: its models allow extra keys, and ``parameters`` is any dict), a
+    legacy function wrapped as a tool, ``web_search_options`` as sent. A template that writes tools with ``tojson``
+    writes all of it: a fourteenth attack review put 18,000 tokens in a parameter's ``title`` (and in ``examples``,
+    ``pattern``, an ``x-`` key, a key beside ``function``), which OpenAI's rendering leaves out, and counted 71."""
+    tools = request.get("tools")
+    found: list[Any] = list(tools) if isinstance(tools, list) else []
+    functions = request.get("functions")
+    found += [{"type": "function", "function": f} for f in functions if isinstance(f, Mapping)] \
+        if isinstance(functions, list) else []
+    search = request.get("web_search_options")
+    return found + [search] if isinstance(search, Mapping) else found
+
+
+def whole_json(tool: Any, style: str = "spaced") -> str:
+    """A tool object as ``tojson`` writes it, whole (``spaced``; ``indent4`` for Llama 3.1's ``tojson(indent=4)``)."""
     return json.dumps(tool, ensure_ascii=False, indent=4 if style == "indent4" else None, default=str)
 
 

@@ -431,6 +431,17 @@ def decide_inputs(
     name = shape.field
     embedding = not shape.reserves_output
     terms: dict[str, Any]
+    references = shape.references(request)  # content the inputs are sent with that is not text (``prompt_embeds``)
+    if references:
+        context.unseen = True
+        path, why, _ = references[0]
+        if policy.unreadable_content == "block":
+            message = (f"{path}: {why}, so the gateway cannot check it against the context budget, and its policy "
+                       f"blocks such requests; send the content as text")
+            return context.blocked(BlockReason("unreadable", message, {"field": path, "parts": len(references)},
+                                               param=path))
+        context.warnings.append(f"{len(references)} part(s) counted at a conservative estimate: {path}: {why}")
+    referenced = sum(tokens for _, _, tokens in references)
     try:
         if embedding:
             cap = policy.budget.max_input_tokens
@@ -443,7 +454,7 @@ def decide_inputs(
         result = check_inputs(request.get(name), field=name, counter=counter, limit=limit,
                               truncate=embedding and policy.truncate_embedding_inputs,
                               joined=not embedding and limits.joins_prompts,
-                              shared=shared_tokens(request, shape.shared_fields, counter))
+                              shared=shared_tokens(request, shape.shared_fields, counter) + referenced)
     except ContextBudgetError as exc:
         message = f"model group {model_group!r}: {exc}"
         return context.blocked(BlockReason("output_reserve", message, {"model_group": model_group, **exc.facts}))

@@ -44,7 +44,7 @@ LATEST = ("gemini-3", "flat", 1_120, 1_120)
 VERTEX_PREFIXES = ("vertex_ai/", "vertex_ai_beta/", "vertex/")
 #: Gemma (self-hosted: vLLM, Ollama): ``<start_of_turn>role\n ... <end_of_turn>\n`` is 5 tokens a turn with its
 #: role, the reply opener ``<start_of_turn>model\n`` 3 after ``<bos>`` (Gemma 3's chat template)
-GEMMA_TERMS: dict[str, Any] = dict(tokens_per_message=4, reply_priming=4)
+GEMMA_TERMS: dict[str, Any] = dict(tokens_per_message=4, reply_priming=4, tools_whole=True)
 
 # --- image pricing (counting/images.py) -----------------------------------------------------------------
 #: Gemini tiles images larger than 384 px on a side into 768x768 crops (Gemini 2.0, 1.5): 258 tokens each

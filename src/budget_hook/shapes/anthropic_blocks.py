@@ -18,7 +18,7 @@ from typing import Any
 from ..counting import canonical_json
 from ..counting.parts import citations, document_parts, image_part
 from ..counting.rendered import carried
-from ..counting.tools import with_examples
+from ..counting.tools import beside, with_examples
 from ..errors import MalformedRequestError
 from ..trimming.structure import thought_once_step
 
@@ -226,12 +226,16 @@ def tool_result_content(content: Any, where: str) -> tuple[str, list[dict[str, A
     return "\n".join(texts), images
 
 
+#: a Claude tool's keys its view function is built from
+_BUILT_FROM = frozenset({"name", "description", "input_schema", "input_examples"})
+
+
 def _convert_tool(tool: Mapping[str, Any]) -> dict[str, Any]:
     if "input_schema" in tool or tool.get("type") in (None, "custom"):
         function = {"name": str(tool.get("name", "")), "parameters": tool.get("input_schema") or {}}
         if tool.get("description"):
             function["description"] = str(tool["description"])
-        return {"type": "function", "function": with_examples(function, tool)}
+        return {**beside(tool, _BUILT_FROM), "type": "function", "function": with_examples(function, tool)}
     # Server tools (web_search_20250305, bash_20250124, ...): the model sees their definition.
     name = str(tool.get("name", tool.get("type", "")))
     return {"type": "function", "function": {"name": name, "description": canonical_json(tool)}}

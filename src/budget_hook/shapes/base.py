@@ -12,6 +12,7 @@ format. It is counted from the same view it is trimmed on, so the two can never 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -297,6 +298,10 @@ class InputsShape(Shape):
     reserves_output: bool = True
     #: text fields every input is sent with, counted in each one (completions' ``suffix``: ``inputs.shared_tokens``)
     shared_fields: tuple[str, ...] = ()
+    #: content every input is sent with that is not text (completions' ``prompt_embeds``): (path, why, tokens
+    #: estimated for it), flagged as unreadable content and counted in each input at its estimate
+    references: Callable[[Mapping[str, Any]], list[tuple[str, str, int]]] = dataclasses.field(
+        default=lambda body: [])
 
     @property
     def kind(self) -> Literal["conversation", "inputs"]:

@@ -30,11 +30,13 @@ def _problems(body: Mapping[str, Any]) -> list[str]:
 
 
 def _unreadable_part(part: Any) -> str | None:
-    if isinstance(part, Mapping) and part.get("type") == "video_url":
-        value = part.get("video_url")
+    kind = part.get("type") if isinstance(part, Mapping) else None
+    if kind in ("video_url", "audio_url"):  # vLLM fetches either; its tokens count toward the model's length
+        value = part.get(kind)
         url = value.get("url") if isinstance(value, Mapping) else value
         inline = isinstance(url, str) and url.startswith("data:")
-        return None if inline else "a video by URL: its content is not in the request"
+        return None if inline else f"{'a video' if kind == 'video_url' else 'audio'} by URL: its content is not in " \
+            "the request"
     return unreadable_as_sent(part)  # as what LiteLLM sends for it: a PDF in an image_url, a document by URL...
 
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..counting import canonical_json
 from ..counting.parts import THOUGHT_SIGNATURE, gemini_part, unreadable_as_sent
+from ..counting.tools import beside
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimResult, content_hash, message_text
 from .base import (
@@ -251,7 +252,8 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
         if isinstance(declarations, list):
             for declaration in declarations:
                 if isinstance(declaration, Mapping):
-                    parameters: Any = next((declaration[k] for k in _PARAMETER_KEYS if declaration.get(k)), {})
+                    chosen = next((k for k in _PARAMETER_KEYS if declaration.get(k)), None)
+                    parameters: Any = declaration[chosen] if chosen else {}
                     function: dict[str, Any] = {"name": str(declaration.get("name", "")), "parameters": parameters}
                     response = next((declaration[k] for k in _RESPONSE_KEYS if declaration.get(k)), None)
                     # the description, and the declared result schema: both reach the prompt
@@ -259,7 +261,9 @@ def _tools(tools: Any) -> list[dict[str, Any]]:
                     described += [canonical_json(response)] if response else []
                     if described:
                         function["description"] = " ".join(described)
-                    out.append({"type": "function", "function": function})
+                    # its other keys beside, where a self-hosted server's template gets them (``tools.sent_tools``)
+                    used = frozenset({"name", "description", chosen or "", *_RESPONSE_KEYS})
+                    out.append({**beside(declaration, used), "type": "function", "function": function})
         else:  # built-in tools (googleSearch, codeExecution...): the model sees a definition
             out.append({"type": "function", "function": {"name": "tool", "description": canonical_json(tool)}})
     return out

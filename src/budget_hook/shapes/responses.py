@@ -43,7 +43,7 @@ from ..counting.parts import (
     unreadable_as_sent,
 )
 from ..counting.rendered import carried
-from ..counting.tools import with_examples
+from ..counting.tools import beside, with_examples
 from ..errors import MalformedRequestError
 from ..trimming import IMAGE_PLACEHOLDER, MessageAction, TrimPolicy, TrimResult, content_hash, message_text
 from .base import ConversationShape, Placed, View, place_notice, touched_item, unreadable_parts, view_decisions
@@ -116,12 +116,16 @@ def _content(content: Any, where: str) -> str | list[dict[str, Any]]:
     raise MalformedRequestError(where, f"expected a string or a list of content parts, got {type(content).__name__}")
 
 
+#: a Responses function tool's keys its view function is built from
+_BUILT_FROM = frozenset({"name", "description", "parameters", "input_examples"})
+
+
 def _tool(tool: Any) -> dict[str, Any]:
     if isinstance(tool, Mapping) and tool.get("type") == "function":
         function = {"name": str(tool.get("name", "")), "parameters": tool.get("parameters") or {}}
         if tool.get("description"):
             function["description"] = str(tool["description"])
-        return {"type": RESPONSES_FUNCTION, "function": with_examples(function, tool)}
+        return {**beside(tool, _BUILT_FROM), "type": RESPONSES_FUNCTION, "function": with_examples(function, tool)}
     # Built-in tools (web_search, file_search, mcp, computer_use...): the model sees a definition.
     name = str(tool.get("name") or tool.get("type") or "tool") if isinstance(tool, Mapping) else "tool"
     return {"type": RESPONSES_FUNCTION, "function": {"name": name, "description": canonical_json(tool)}}
