@@ -1,11 +1,14 @@
-"""The newest tool result is the last thing a trim cuts (an attack review of 2026-12-07).
+"""The newest tool result is the last thing a trim cuts (an attack review of 2026-12-07, and a review of the fix).
 
-A result the trimmer never cuts (one that reads as an error or is ``is_error``, a ``/v1/messages`` result sent with
-text beside it, a Responses built-in tool's output) among the ``keep_recent_tool_results`` newest made the newer
-results, the latest one too, be cut while it was forwarded whole: the latest result cut to 14% of its characters
-while the older error's step could have left. And once a step left, the newest result it had made the trim cut
-stayed at its floor: 18-23% of the budget forwarded. Now such a result's step leaves in its place before a newer
-result is cut, and a cut newest result gets back as much of the room as holds it.
+A result the trimmer never cut (one that reads as an error or is ``is_error``) among the ``keep_recent_tool_results``
+newest made the newer results, the latest one too, be cut while it was forwarded whole: the latest result cut to 14%
+of its characters while an older 3,000-word traceback went whole, on chat, ``/v1/messages`` and ``/v1/responses``.
+And once a step left, the newest result it had made the trim cut stayed at its floor: 18-23% of the budget forwarded.
+Now a long error among the newest is cut like them, oldest first (its head and tail kept); a newest result that
+cannot be cut at all has its step leave first only when newer results would lose at least as much; and a cut newest
+result gets back as much of the room as holds it. A first fix dropped such steps whole (a parallel call's cuttable
+result with them, 35,000 characters for a 3% excess): a review of it measured 3,000 generated loops, where this
+keeps more characters than the code before in 177 and fewer in 55 (`/tmp` scripts; see ``docs/trimming.md``).
 """
 
 from __future__ import annotations
@@ -82,7 +85,7 @@ def anthropic_results(body: dict) -> dict[str, str]:
 
 
 def responses_results(body: dict) -> dict[str, str]:
-    return {i["call_id"]: i["output"] for i in body["input"] if i.get("type") == "function_call_output"}
+    return {i["call_id"]: i["output"] for i in body["input"] if str(i.get("type")).endswith("_call_output")}
 
 
 CASES = {"chat": (lambda: chat_body([3000, 3000, 3000, 1500], {1}), GPT, chat_results, "call_3", "call_2"),
@@ -90,7 +93,7 @@ CASES = {"chat": (lambda: chat_body([3000, 3000, 3000, 1500], {1}), GPT, chat_re
          "responses": (responses_body, GPT, responses_results, "call_3", "call_2")}
 
 
-def test_an_older_result_never_cut_leaves_with_its_step_before_the_latest_result_is_cut():
+def test_an_older_error_result_is_cut_before_the_latest_result_and_the_budget_is_used():
     for name, (build, counter, results, latest, second) in CASES.items():
         body = build()
         original = results(body)
@@ -111,12 +114,52 @@ def test_a_cut_newest_result_gets_back_more_as_the_budget_grows():
 
 
 def test_a_short_error_result_stays_while_the_latest_result_is_cut():
-    """A short error (under ``tool_result_min_chars``) in the step before the latest frees little if its step leaves,
-    and is what keeps the agent from repeating a failed command: it stays, and the latest result gives."""
+    """A short error (under ``tool_result_min_chars``) in the step before the latest is neither cut nor dropped: it
+    frees little, and it is what keeps the agent from repeating a failed command; the latest result gives."""
     body = chat_body([3000, 40, 3000], {1})
     for budget in (1500, 2500, 3500):
         kept = chat_results(SHAPES.get("chat").trim(body, counter=GPT, budget=cap(budget)).request)
         assert kept["call_1"] == chat_results(body)["call_1"], budget
+
+
+def test_a_step_that_cannot_be_cut_leaves_only_for_at_least_as_much_of_the_newer_results():
+    """A Responses built-in tool's output (never rewritten) among the newest: for a small excess the latest result
+    gives a little and the 29,000 characters stay (a first fix dropped them for a 3% excess: 30% of the budget
+    forwarded); once the newer results would lose at least as much as the step holds, the step leaves and the latest
+    result stays whole."""
+    items: list[dict] = [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Fix it."}]},
+                         {"type": "function_call", "call_id": "c0", "name": "exec_command", "arguments": "{}"},
+                         {"type": "function_call_output", "call_id": "c0", "output": words(200, 0)},
+                         {"type": "custom_tool_call", "call_id": "c1", "name": "apply_patch", "input": "*** Begin"},
+                         {"type": "custom_tool_call_output", "call_id": "c1", "output": words(5000, 1)},
+                         {"type": "function_call", "call_id": "c2", "name": "exec_command", "arguments": "{}"},
+                         {"type": "function_call_output", "call_id": "c2", "output": LATEST + words(1500, 2)}]
+    body = {"model": "gpt-5-codex", "instructions": "You are Codex.", "input": items}
+    shape = SHAPES.get("responses")
+    total = shape.count(body, GPT)
+    small = shape.trim(body, counter=GPT, budget=cap(int(total * 0.97)))
+    assert responses_results(small.request)["c1"] == items[4]["output"]
+    assert small.report.tokens_after >= 0.97 * int(total * 0.97)
+    large = shape.trim(body, counter=GPT, budget=cap(int(total * 0.4)))
+    kept = responses_results(large.request)
+    assert "c1" not in kept and kept["c2"] == items[-1]["output"]
+
+
+def test_a_parallel_step_keeps_its_cuttable_result_when_its_error_is_cut():
+    """A step of parallel calls holding an error and a cuttable result is not dropped whole for a small excess (a
+    first fix did: 33-36% of the budget forwarded); the error is cut first, oldest first, and the budget is used."""
+    body = chat_body([200, 3000, 1500], set())
+    step = body["messages"][4]
+    body["messages"][4:6] = [{**step, "tool_calls": [*step["tool_calls"], {**step["tool_calls"][0], "id": "call_x"}]},
+                             {"role": "tool", "tool_call_id": "call_x",
+                              "content": "Traceback (most recent call last):\n" + words(200, 9)},
+                             body["messages"][5]]
+    total = SHAPES.get("chat").count(body, GPT)
+    for share in (0.99, 0.95, 0.9):
+        result = SHAPES.get("chat").trim(body, counter=GPT, budget=cap(int(total * share)))
+        kept = chat_results(result.request)
+        assert {"call_x", "call_1", "call_2"} <= set(kept) and kept["call_2"] == chat_results(body)["call_2"], share
+        assert result.report.tokens_after >= 0.97 * int(total * share)
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -124,7 +167,7 @@ def test_a_short_error_result_stays_while_the_latest_result_is_cut():
        share=st.floats(0.2, 0.95))
 def test_the_latest_result_is_cut_only_when_no_older_result_of_the_loop_could_leave_instead(sizes, errors, share):
     """Property: whenever the latest result is cut, every older result of 1,000 characters or more
-    (``tool_result_min_chars``) has left or been cut (each older step of the loop may leave: only the last may not)."""
+    (``tool_result_min_chars``), an error too, has left or been cut."""
     body = chat_body(sizes, errors)
     total = SHAPES.get("chat").count(body, GPT)
     try:

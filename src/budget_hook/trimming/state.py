@@ -163,8 +163,10 @@ class TrimState(Versions, Removals):
         in_region = [i for i in range(len(self.messages)) if region(i)]
         candidates = [i for i in in_region if not self.is_recent(i) and self.editable(i) and self._reducible(i)] \
             if edit else []
+        # the newest results that may be cut, an error among them (a long one's head and tail hold its lines that
+        # matter, and it is older than the results after it)
         newest = [i for i in in_region if self.is_recent(i) and self.editable(i)
-                  and (self._result_reducible(i) or self._has_old_images(i))] \
+                  and (self._result_reducible(i, errors=True) or self._has_old_images(i))] \
             if edit and policy.reduce_recent_tool_results else []
         units = [u for u in self.units if u.latest == latest and all(self.alive[i] for i in u.indexes)] if drop else []
         # a turn whose step holds one of the newest results keeps its question while that step stays
@@ -204,10 +206,11 @@ class TrimState(Versions, Removals):
         aim, leaving, self.target, self.leaving_room = self.target, self.leaving_room, self.needed, False
         before, moves = self.total, self.moves
         cut_first = frozenset(newest)
-        # one of the newest results never cut (an error, a result sent with text beside it, a built-in tool's
-        # output) has its step leave in its place when a newer result would be cut: the newest stays verbatim the
-        # longest (a review: the latest result was cut to 14% while an older error result went whole). Not a short
-        # one (under ``tool_result_min_chars``): it frees little, and a short error is what the agent must not repeat
+        # one of the newest results that cannot be cut (a Responses built-in tool's output, a result holding a
+        # document) has its step leave in its place when newer results would be cut by at least as much as the step
+        # holds: a trade of older tokens for as many of the newest, which stay verbatim the longest. Not a step larger
+        # than that (a review of a first fix: a 35,000-character step left for a 3% excess), nor one holding a
+        # result that can be cut instead (a parallel call's), nor a short result (under ``tool_result_min_chars``)
         early: list[tuple[Unit, tuple[int, ...]]] = []
         for index in (i for i in in_region if self.is_recent(i) and self.alive[i]) if newest else ():
             if self.fits():  # still over: the newest results, oldest first, as little as needed
@@ -216,7 +219,8 @@ class TrimState(Versions, Removals):
                 unit = next((u for u in units if index in u.indexes), None) \
                     if max(cut_first) > index and content_chars(self.messages[index]) >= policy.tool_result_min_chars \
                     else None
-                if unit is not None and all(self.alive[i] for i in unit.indexes):
+                if unit is not None and all(self.alive[i] and i not in cut_first for i in unit.indexes) \
+                        and sum(self.tokens[i] for i in unit.indexes) <= self.total - self.target:
                     early.append((unit, self.drop_unit(unit)))
                 continue
             if self._has_old_images(index):

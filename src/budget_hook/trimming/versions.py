@@ -155,9 +155,10 @@ class Versions:
             return [(*self.marked(index, text[: policy.assistant_keep_chars], "", _SHORTEN), "shortened")]
         return []
 
-    def _result_reducible(self, index: int) -> bool:
+    def _result_reducible(self, index: int, errors: bool = False) -> bool:
+        """A tool result long enough to cut (``errors``: one that reports an error too)."""
         message = self.messages[index]
-        return (is_result(message) and not is_error_result(message)
+        return (is_result(message) and (errors or not is_error_result(message))
                 and content_chars(message) >= self.policy.tool_result_min_chars)
 
     def _assistant_reducible(self, index: int) -> bool:
