@@ -267,9 +267,9 @@ class TrimState(Versions, Removals):
                 del self.actions[index]
                 self.moves += 1
                 continue
-            if self.actions[index].action == "compacted":  # graded by ``reduce``: cut again, less
+            if self.actions[index].action == "compacted":  # graded by ``reduce``: cut again, less; then the room is
                 message, tokens = self.graded(index, needed=excess, floor=self.policy.tool_result_keep_chars,
-                                              action="compacted")
+                                              action="compacted")  # this newer result's
                 if self.tokens[index] < tokens and self.total - self.tokens[index] + tokens <= self.target:
                     self.actions[index] = replace(self.actions[index], tokens_after=tokens,
                                                   chars_after=content_chars(message))
@@ -277,7 +277,7 @@ class TrimState(Versions, Removals):
                     self.tokens[index] = tokens
                     self.edited[index] = message
                     self.moves += 1
-            return
+                return
 
     def _soften_along(self, indexes: list[int], light: Mapping[int, int]) -> None:
         """Soften ``indexes`` (in position order) up to the smallest frontier on the axis of what softening
