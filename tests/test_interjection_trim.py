@@ -120,6 +120,19 @@ def trimmed(shape, body: dict, counter, tokens: int):
     return result
 
 
+def generated_trim(shape, body: dict, counter, fraction: float):
+    """The property tests' trim at ``fraction`` of the body's count (its budget beside it), or None when it cannot
+    fit; each outcome is a hypothesis event."""
+    budget = max(1, int(shape.count(body, counter) * fraction))
+    try:
+        result = trimmed(shape, body, counter, budget)
+    except CannotFitError:
+        event("cannot fit")
+        return None, budget
+    event("trimmed" if result.report.actions else "as sent")
+    return result, budget
+
+
 # --- the review's conversation ---------------------------------------------------------------------------------
 
 
@@ -255,16 +268,12 @@ def test_generated_interjections_are_kept_and_the_request_stays_valid(body, frac
     view = build_view(body)
     start = latest_turn_start(view.request["messages"])
     assert view.refs[start].message == current_turn_start(body["messages"])  # one reading of turns
-    total = ANTHROPIC.count(body, CLAUDE)
-    try:
-        result = trimmed(ANTHROPIC, body, CLAUDE, max(1, int(total * fraction)))
-    except CannotFitError:
-        event("cannot fit")
+    result, budget = generated_trim(ANTHROPIC, body, CLAUDE, fraction)
+    if result is None:
         return
-    event("trimmed" if result.report.actions else "as sent")
     forwarded = result.request
     assert anthropic_problems(body, forwarded) == []
-    assert result.report.tokens_after <= max(1, int(total * fraction))
+    assert result.report.tokens_after <= budget
     latest = [{k: v for k, v in b.items() if k != "cache_control"} for b in latest_user_text(body)]
     kept = [{k: v for k, v in b.items() if k != "cache_control"}
             for m in forwarded["messages"] if m["role"] == "user" for b in m["content"]]
@@ -306,13 +315,9 @@ def test_generated_gemini_interjections_are_kept_and_the_request_stays_valid(bod
     view = GEMINI.view(body)
     start = latest_turn_start(view.request["messages"])
     assert view.refs[start].content == _current_turn_start(body["contents"])  # one reading of turns
-    total = GEMINI.count(body, GEM)
-    try:
-        result = trimmed(GEMINI, body, GEM, max(1, int(total * fraction)))
-    except CannotFitError:
-        event("cannot fit")
+    result, _ = generated_trim(GEMINI, body, GEM, fraction)
+    if result is None:
         return
-    event("trimmed" if result.report.actions else "as sent")
     contents = result.request["contents"]
     assert GEMINI.problems(result.request) == []
     assert all(a["role"] != b["role"] for a, b in itertools.pairwise(contents))

@@ -127,6 +127,16 @@ def post(proxy: Process, path: str, body: dict, *, timeout: float = 60,
                       headers={"authorization": f"Bearer {MASTER_KEY}", **(headers or {})})
 
 
+def assert_stuffed_field_refused(proxy: Process, upstream: Process, path: str, body: dict, marker: str) -> None:
+    """``body``, ~18,000 tokens of text carrying ``marker`` in one field, is a 400 block whose count holds that text,
+    and nothing carrying ``marker`` reached the provider (the attack reviews' stuffed-field cases)."""
+    response = post(proxy, path, body)
+    assert response.status_code == 400, response.text[:300]
+    assert response.headers["x-budget-decision"] == "blocked"
+    assert int(response.headers["x-budget-tokens-before"]) > 15_000  # the field's text was counted
+    assert payloads_with(upstream, marker) == []  # nothing reached the provider
+
+
 def upstream_payloads(upstream: Process) -> list[dict]:
     lines = upstream.extra["record"].read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]

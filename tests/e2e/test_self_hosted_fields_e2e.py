@@ -19,7 +19,14 @@ import base64
 
 import pytest
 
-from .harness import payloads_with, post, serve_config, start_fake_provider, wait_for_record
+from .harness import (
+    assert_stuffed_field_refused,
+    payloads_with,
+    post,
+    serve_config,
+    start_fake_provider,
+    wait_for_record,
+)
 
 pytestmark = pytest.mark.e2e
 WINDOW = 4000
@@ -83,12 +90,7 @@ TOOL_CASES = {
 def test_text_anywhere_in_a_tool_is_counted_and_an_overflow_never_reaches_the_provider(proxy, name):
     process, upstream = proxy
     marker = f"shtool{list(TOOL_CASES).index(name)}x"
-    path, body = TOOL_CASES[name](stuffing(marker))
-    response = post(process, path, body)
-    assert response.status_code == 400, response.text[:300]
-    assert response.headers["x-budget-decision"] == "blocked"
-    assert int(response.headers["x-budget-tokens-before"]) > 15_000  # the tool's text was counted
-    assert payloads_with(upstream, marker) == []  # nothing reached the provider
+    assert_stuffed_field_refused(process, upstream, *TOOL_CASES[name](stuffing(marker)), marker)
 
 
 @pytest.mark.parametrize("name", list(TOOL_CASES))

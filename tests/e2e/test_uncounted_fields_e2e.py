@@ -12,7 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import payloads_with, post, serve_config, start_fake_provider, wait_for_record
+from .harness import (
+    assert_stuffed_field_refused,
+    post,
+    serve_config,
+    start_fake_provider,
+    wait_for_record,
+)
 
 pytestmark = pytest.mark.e2e
 WINDOW = 4000
@@ -71,12 +77,7 @@ CASES = {"suffix": completion, "text.format.description": responses_format,
 def test_a_field_carrying_the_prompt_is_counted_and_an_overflow_never_reaches_the_provider(proxy, name):
     process, upstream = proxy
     marker = f"uncounted{list(CASES).index(name)}x"
-    path, body = CASES[name](stuffing(marker))
-    response = post(process, path, body)
-    assert response.status_code == 400, response.text[:300]
-    assert response.headers["x-budget-decision"] == "blocked"
-    assert int(response.headers["x-budget-tokens-before"]) > 15_000  # the field's text was counted
-    assert payloads_with(upstream, marker) == []  # nothing reached the provider
+    assert_stuffed_field_refused(process, upstream, *CASES[name](stuffing(marker)), marker)
 
 
 @pytest.mark.parametrize("name", list(CASES))
