@@ -360,7 +360,8 @@ def hooks(workdir: Path, per_round: int, only: str | None) -> None:
                 return response.json()
             print(f"CPU time per request inside the proxy (thread time), {per_round} requests per workload, "
                   "after one round of warm-up")
-            print(f"{'request':58s} " + " ".join(f"{name.replace('async_', '')[:14]:>14s}" for name in names))
+            print(f"{'request':58s} " + " ".join(f"{name.replace('async_', '')[:14]:>14s}" for name in names)
+                  + "  decisions, tokenizations per request")
             for workload in workloads(per_round, 1):
                 if only and not any(workload.name.startswith(one) or workload.route.endswith(one)
                                     for one in only.split(",")):
@@ -375,7 +376,9 @@ def hooks(workdir: Path, per_round: int, only: str | None) -> None:
                 for name in names:
                     spent = after.get(name, {"seconds": 0.0})["seconds"] - before.get(name, {"seconds": 0.0})["seconds"]
                     cells.append(f"{spent / len(bodies) * 1000:11.2f} ms")
-                print(f"{workload.name:58s} " + " ".join(cells), flush=True)
+                calls = [(after.get(name, {"calls": 0})["calls"] - before.get(name, {"calls": 0})["calls"]) / len(bodies)
+                         for name in ("decide", "encode")]
+                print(f"{workload.name:58s} " + " ".join(cells) + f"  {calls[0]:.1f}, {calls[1]:.1f}", flush=True)
     finally:
         proxy.stop()
         upstream.stop()

@@ -4,34 +4,19 @@ OpenAI's tiles (765 at most). A 3840x2160 PNG to ``hosted_vllm/Qwen/Qwen2.5-VL-7
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from budget_hook.counting import TokenCounter
 
+from .e2e.fake_vllm import smart_resize
 from .test_provider_undercounts import png
 
 VL_MODELS = ("hosted_vllm/Qwen/Qwen2.5-VL-7B-Instruct", "hosted_vllm/Qwen/Qwen2-VL-2B-Instruct",
              "openai/qwen2_5_vl")
 #: the most visual tokens one image takes, with ``<|vision_start|>`` and ``<|vision_end|>``
 WORST = 16_384 + 2
-
-
-def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = 56 * 56,
-                 max_pixels: int = 12_845_056) -> tuple[int, int]:
-    """Qwen2-VL's image processor (transformers' ``qwen2_vl.image_processing_qwen2_vl.smart_resize``), as written."""
-    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
-    if h_bar * w_bar > max_pixels:
-        beta = math.sqrt((height * width) / max_pixels)
-        h_bar = max(factor, math.floor(height / beta / factor) * factor)
-        w_bar = max(factor, math.floor(width / beta / factor) * factor)
-    elif h_bar * w_bar < min_pixels:
-        beta = math.sqrt(min_pixels / (height * width))
-        h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
-    return h_bar, w_bar
 
 
 def image_request(url: str) -> dict:

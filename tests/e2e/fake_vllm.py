@@ -17,6 +17,10 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>``. Like ``vllm serve`` 
   tokens and your request has M input tokens (K > N - M).``;
 * reports ``usage.prompt_tokens`` as that count. Every body it receives is appended to ``--record``.
 
+With ``--vision qwen2_vl|qwen3_vl|pixtral|llama4`` it serves a vision model: each ``image_url`` part (a PNG data URL)
+adds the visual tokens that model's image processor makes of it (``visual_tokens``: written from the processors'
+own code, independently of the gateway's formulas; an image it cannot read is refused as vLLM refuses it).
+
 With ``--tokenizer tokenizer.json --chat-template tokenizer_config.json`` it serves those files instead, as
 vLLM does (the ``tokenizers`` library; the config's ``chat_template`` and ``bos_token`` rendered in jinja2's
 sandbox as transformers does; encoded without added special tokens): the same files the gateway is given.
@@ -28,6 +32,8 @@ import argparse
 import base64
 import contextlib
 import json
+import math
+import struct
 import threading
 import time
 import uuid
@@ -42,7 +48,7 @@ PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?
            r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 SPECIAL = ("<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>",
            "<|eom_id|>", "<|python_tag|>")
-STATE: dict = {"record": "", "model": "", "max_model_len": 0}
+STATE: dict = {"record": "", "model": "", "max_model_len": 0, "vision": ""}
 LOCK = threading.Lock()
 
 
@@ -90,6 +96,72 @@ def render(messages: list, tools: list | None, add_generation_prompt: bool = Tru
 OWN: dict = {}
 
 
+def smart_resize(height: int, width: int, factor: int = 28, min_pixels: int = 56 * 56,
+                 max_pixels: int = 12_845_056) -> tuple[int, int]:
+    """transformers' ``qwen2_vl.image_processing_qwen2_vl.smart_resize`` (Qwen2-VL's defaults), as written."""
+    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def _mistral(width: int, height: int, patch: int, max_size: int) -> int:
+    """mistral-common's ``ImageEncoder``: the image scaled into ``max_size`` (rounded), a token a patch, a break a row."""
+    ratio = max(height / max_size, width / max_size)
+    if ratio > 1:
+        width, height = max(round(width / ratio), 1), max(round(height / ratio), 1)
+    columns, rows = (width - 1) // patch + 1, (height - 1) // patch + 1
+    return rows * columns + rows
+
+
+def _llama4(width: int, height: int, tile: int = 336, max_tiles: int = 16) -> int:
+    """transformers' Llama 4 processor: ``find_supported_resolutions`` and ``get_best_fit`` (the smallest upscale,
+    else the largest downscale, the smaller canvas on a tie), 144 tokens a tile, a separator a tile and the global
+    view when there are several, ``<|image_start|>``, ``<|image|>``, ``<|image_end|>``."""
+    canvases = [(rows * tile, (chunks // rows) * tile) for chunks in range(max_tiles, 0, -1)
+                for rows in range(1, chunks + 1) if chunks % rows == 0]
+    scales = [min(w / width, h / height) for h, w in canvases]
+    up = [s for s in scales if s >= 1]
+    chosen = min(up) if up else max(scales)
+    h, w = min((c for c, s in zip(canvases, scales, strict=True) if s == chosen), key=lambda c: c[0] * c[1])
+    tiles = (h // tile) * (w // tile)
+    return 3 + 144 + (tiles * 145 if tiles > 1 else 0)
+
+
+def visual_tokens(kind: str, width: int, height: int) -> int:
+    """The tokens a vision model's processor makes of a ``width`` x ``height`` image."""
+    if kind in ("qwen2_vl", "qwen3_vl"):
+        factor, low, high = (28, 56 * 56, 12_845_056) if kind == "qwen2_vl" else (32, 65_536, 16_777_216)
+        h_bar, w_bar = smart_resize(height, width, factor, low, high)
+        return (h_bar // factor) * (w_bar // factor) + 2  # <|vision_start|> ... <|vision_end|>
+    if kind == "pixtral":
+        return _mistral(width, height, 16, 1024)
+    if kind == "mistral_small":
+        return _mistral(width, height, 28, 1540)
+    if kind == "llama4":
+        return _llama4(width, height)
+    raise ValueError(kind)
+
+
+def image_sizes(messages: list) -> list[tuple[int, int]]:
+    """The size of every ``image_url`` part's PNG (its IHDR); ValueError for an image it cannot read."""
+    sizes = []
+    for message in messages:
+        for part in message.get("content") if isinstance(message.get("content"), list) else []:
+            if isinstance(part, dict) and part.get("type") == "image_url":
+                url = (part.get("image_url") or {}).get("url", "")
+                data = base64.b64decode(url.partition("base64,")[2] or "") if url.startswith("data:") else b""
+                if data[:8] != b"\x89PNG\r\n\x1a\n":
+                    raise ValueError("could not read the image")
+                sizes.append(struct.unpack(">II", data[16:24]))
+    return sizes
+
+
 def use_files(tokenizer: str, config: str) -> None:
     from jinja2.sandbox import ImmutableSandboxedEnvironment
     from tokenizers import Tokenizer
@@ -103,6 +175,11 @@ def use_files(tokenizer: str, config: str) -> None:
 
 
 def count(messages: list, tools: list | None) -> int:
+    images = sum(visual_tokens(STATE["vision"], *size) for size in image_sizes(messages)) if STATE["vision"] else 0
+    return images + _text_count(messages, tools)
+
+
+def _text_count(messages: list, tools: list | None) -> int:
     if OWN:
         text = OWN["template"].render(messages=[_prepared(m) for m in messages], tools=tools or None,
                                       add_generation_prompt=True, bos_token=OWN["bos"])
@@ -145,7 +222,10 @@ class Handler(BaseHTTPRequestHandler):
         window = STATE["max_model_len"]
         if path.endswith("/tokenize"):
             if "messages" in body:
-                tokens = count(body["messages"], body.get("tools"))
+                try:
+                    tokens = count(body["messages"], body.get("tools"))
+                except ValueError as error:
+                    return self._error(str(error))
             elif OWN:
                 tokens = len(OWN["tokenizer"].encode(str(body.get("prompt", "")), add_special_tokens=False).ids)
             else:
@@ -154,7 +234,10 @@ class Handler(BaseHTTPRequestHandler):
             return self._send(200, {"count": tokens, "max_model_len": window, "tokens": []})
         if not path.endswith("/chat/completions"):
             return self._send(404, {"detail": "Not Found"})
-        prompt = count(body.get("messages") or [], body.get("tools"))
+        try:
+            prompt = count(body.get("messages") or [], body.get("tools"))
+        except ValueError as error:
+            return self._error(str(error))
         reserve = body.get("max_completion_tokens") or body.get("max_tokens") or 0
         if prompt > window:
             return self._error(f"This model's maximum context length is {window} tokens. However, your request has "
@@ -178,10 +261,11 @@ def main() -> None:
     parser.add_argument("--record", default="")
     parser.add_argument("--tokenizer", default="")
     parser.add_argument("--chat-template", default="")
+    parser.add_argument("--vision", default="")
     args = parser.parse_args()
     if args.tokenizer:
         use_files(args.tokenizer, args.chat_template)
-    STATE.update(record=args.record, model=args.model, max_model_len=args.max_model_len)
+    STATE.update(record=args.record, model=args.model, max_model_len=args.max_model_len, vision=args.vision)
     ENCODING = encoding()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

@@ -107,6 +107,26 @@ def start_fake_provider(workdir: Path, models: dict[str, int], *, record: bool =
     return Process(popen, stderr_path, int(line.split()[1]), {"record": record_path})
 
 
+def start_fake_vllm(folder: Path, model: str, window: int, *, files: tuple = (), vision: str = "",
+                    name: str = "vllm") -> Process:
+    """``fake_vllm.py`` serving ``model`` with ``window`` (``max_model_len``); ``files``: a ``tokenizer.json`` and
+    ``tokenizer_config.json`` it serves instead of Llama 3's; ``vision``: the image processor of a vision model.
+    Its payloads go to ``folder/{name}_payloads.jsonl`` (``extra["record"]``)."""
+    record = folder / f"{name}_payloads.jsonl"
+    record.touch()
+    stderr = folder / f"{name}.stderr"
+    own = ["--tokenizer", str(files[0]), "--chat-template", str(files[1])] if files else []
+    popen = subprocess.Popen([sys.executable, str(HERE / "fake_vllm.py"), "--model", model, "--max-model-len",
+                              str(window), "--record", str(record), *own, *(["--vision", vision] if vision else [])],
+                             stdout=subprocess.PIPE, stderr=stderr.open("w"), env=process_env(),
+                             start_new_session=True, text=True)
+    line = popen.stdout.readline()
+    if not line.startswith("READY "):
+        popen.kill()
+        raise RuntimeError(f"fake vLLM did not start: {line!r} {stderr.read_text()}")
+    return Process(popen, stderr, int(line.split()[1]), {"record": record})
+
+
 def serve_config(folder: Path, config: dict, upstream: Process, env: dict[str, str] | None = None):
     """A module's proxy: ``config`` written as ``folder/litellm_config.yaml``, a proxy started on it (with ``env``);
     yields ``(proxy, upstream)`` and stops both by PID (use as ``yield from`` in a fixture)."""

@@ -125,6 +125,11 @@ def test_a_comma_separated_model_list_fits_the_smallest_group(proxy, upstream):
     # vLLM's chat template writes a client's special token in place of the tokenizer's (an attack review)
     ({"model": "vllm-small", "messages": [{"role": "user", "content": "hi [e2e-prompt-param]"}],
       "chat_template_kwargs": {"enable_thinking": False, "bos_token": "word " * 6000}}, "chat_template_kwargs.bos_token"),
+    # vLLM's image processor takes a client's settings in place of its own (how many tokens an image becomes)
+    ({"model": "vllm-small", "messages": [{"role": "user", "content": "hi [e2e-prompt-param]"}],
+      "mm_processor_kwargs": {"max_pixels": 100_000_000}}, "mm_processor_kwargs"),
+    ({"model": "vllm-small", "messages": [{"role": "user", "content": "hi [e2e-prompt-param]"}],
+      "extra_body": {"media_io_kwargs": {"video": {"num_frames": 4096}}}}, "extra_body.media_io_kwargs"),
 ])
 def test_bodies_the_budget_cannot_vouch_for_get_a_400_and_never_reach_the_provider(proxy, upstream, body, field):
     marker = next(m for m in ("e2e-extra-body", "e2e-prompt-param", "e2e-deep-schema") if m in json.dumps(body))

@@ -19,8 +19,6 @@ own overflow wordings. Two groups on the same deployment: ``llama`` asks the ser
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import uuid
 
 import httpx
@@ -30,7 +28,7 @@ from budget_hook.counting import TokenCounter
 
 from ..tokenizer_files import build
 from .conftest import write_config
-from .harness import HERE, Process, process_env, start_proxy, wait_for_record
+from .harness import Process, start_fake_vllm, start_proxy, wait_for_record
 
 pytestmark = pytest.mark.e2e
 
@@ -43,18 +41,7 @@ TINY = "org/tiny-llama"
 
 
 def start_vllm(folder, model: str = MODEL, files: tuple = ()) -> Process:
-    record = folder / f"vllm_payloads_{len(files)}.jsonl"
-    record.touch()
-    stderr = folder / f"vllm_{len(files)}.stderr"
-    own = ["--tokenizer", str(files[0]), "--chat-template", str(files[1])] if files else []
-    popen = subprocess.Popen([sys.executable, str(HERE / "fake_vllm.py"), "--model", model, "--max-model-len",
-                              str(WINDOW), "--record", str(record), *own], stdout=subprocess.PIPE,
-                             stderr=stderr.open("w"), env=process_env(), start_new_session=True, text=True)
-    line = popen.stdout.readline()
-    if not line.startswith("READY "):
-        popen.kill()
-        raise RuntimeError(f"fake vLLM did not start: {line!r} {stderr.read_text()}")
-    return Process(popen, stderr, int(line.split()[1]), {"record": record})
+    return start_fake_vllm(folder, model, WINDOW, files=files, name=f"vllm_{len(files)}")
 
 
 @pytest.fixture(scope="module")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import math
 import struct
 from collections.abc import Callable
@@ -188,25 +189,84 @@ QWEN_VL_PATCH = 28
 QWEN_VL_MIN_PIXELS = 56 * 56
 QWEN_VL_MAX_PIXELS = 28 * 28 * 16_384  # 12,845,056
 QWEN_VL_FRAMING = 2
+#: Qwen3-VL and the natively multimodal Qwen3.5 and later: 16-pixel patches merged 2x2 (32 pixels), the same
+#: ``smart_resize`` within ``size.shortest_edge`` 65,536 and ``size.longest_edge`` 16,777,216 pixels (their
+#: ``preprocessor_config.json``): up to 16,384 visual tokens, 8,162 for 3840x2160
+QWEN3_VL_PATCH = 32
+QWEN3_VL_MIN_PIXELS = 65_536
+QWEN3_VL_MAX_PIXELS = 16_777_216
+#: Pixtral (mistral-common's image encoder): the image scaled to fit ``max_image_size`` on its longer side, one token
+#: a patch and one ``[IMG_BREAK]`` (the last ``[IMG_END]``) a row: Pixtral 12B and Large 16-pixel patches up to
+#: 1,024 pixels (4,160 tokens at most), Mistral Small 3.1/3.2 14-pixel patches merged 2x2 up to 1,540 (3,080)
+PIXTRAL_GRIDS = ((16, 1024), (28, 1540))
+#: Llama 4: 336-pixel tiles, 144 tokens each (24x24 patches of 14 pixels, pixel-shuffled by 0.5), at most 16 tiles
+#: plus a global view of 144 when there are several, a separator a tile and 3 framing tokens
+LLAMA4_TILE, LLAMA4_TILE_TOKENS, LLAMA4_MAX_TILES, LLAMA4_FRAMING = 336, 144, 16, 3
 
 
-def qwen_vl_tokens(width: int, height: int, *, max_pixels: int = QWEN_VL_MAX_PIXELS) -> int:
-    """Tokens of a ``width`` x ``height`` image on Qwen2-VL / Qwen2.5-VL (their ``smart_resize``)."""
-    factor = QWEN_VL_PATCH
+def qwen_vl_tokens(width: int, height: int, *, max_pixels: int = QWEN_VL_MAX_PIXELS, factor: int = QWEN_VL_PATCH,
+                   min_pixels: int = QWEN_VL_MIN_PIXELS) -> int:
+    """Tokens of a ``width`` x ``height`` image on Qwen2-VL / Qwen2.5-VL (their ``smart_resize``); ``factor``,
+    ``min_pixels`` and ``max_pixels`` of Qwen3-VL: ``qwen3_vl_tokens``."""
     width, height = max(1, width), max(1, height)
     h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
     if h_bar * w_bar > max_pixels:
         beta = math.sqrt(height * width / max_pixels)
         h_bar = max(factor, math.floor(height / beta / factor) * factor)
         w_bar = max(factor, math.floor(width / beta / factor) * factor)
-    elif h_bar * w_bar < QWEN_VL_MIN_PIXELS:
-        beta = math.sqrt(QWEN_VL_MIN_PIXELS / (height * width))
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
         h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
     return min((h_bar // factor) * (w_bar // factor), max_pixels // (factor * factor)) + QWEN_VL_FRAMING
 
 
-def _qwen_vl(size: tuple[int, int] | None, detail: str, base: int, tile: int, multiplier: float) -> int:
-    return qwen_vl_tokens(*size) if size else QWEN_VL_MAX_PIXELS // (QWEN_VL_PATCH * QWEN_VL_PATCH) + QWEN_VL_FRAMING
+def qwen3_vl_tokens(width: int, height: int) -> int:
+    """Tokens of a ``width`` x ``height`` image on Qwen3-VL, Qwen3.5 and later."""
+    return qwen_vl_tokens(width, height, factor=QWEN3_VL_PATCH, min_pixels=QWEN3_VL_MIN_PIXELS,
+                          max_pixels=QWEN3_VL_MAX_PIXELS)
+
+
+def pixtral_tokens(width: int, height: int) -> int:
+    """Tokens of a ``width`` x ``height`` image on Mistral's vision models: the most of its encoders' grids (rows of
+    patches, each row closed by a break token), rounded up where mistral-common rounds."""
+    most = 0
+    for patch, edge in PIXTRAL_GRIDS:
+        w, h = float(max(width, 1)), float(max(height, 1))
+        ratio = max(w / edge, h / edge)
+        if ratio > 1:
+            w, h = math.ceil(w / ratio), math.ceil(h / ratio)
+        rows, columns = math.ceil(h / patch), math.ceil(w / patch)
+        most = max(most, rows * (columns + 1))
+    return most
+
+
+def llama4_tokens(width: int, height: int) -> int:
+    """Tokens of a ``width`` x ``height`` image on Llama 4: its tiles (the smallest canvas of tiles holding the
+    image, at most 16), a separator each, the global view when there are several."""
+    tiles = min(LLAMA4_MAX_TILES, math.ceil(max(width, 1) / LLAMA4_TILE) * math.ceil(max(height, 1) / LLAMA4_TILE))
+    return LLAMA4_TILE_TOKENS + LLAMA4_FRAMING + (tiles * (LLAMA4_TILE_TOKENS + 1) if tiles > 1 else 0)
+
+
+#: an open model's vision encoder by its formula's name (``providers/open_models.image_formula``): the tokens of an
+#: image of a known size, and of one of unknown size (the most any image can take)
+OPEN_ENCODERS: dict[str, tuple[Callable[[int, int], int], int]] = {
+    "qwen_vl": (qwen_vl_tokens, QWEN_VL_MAX_PIXELS // QWEN_VL_PATCH ** 2 + QWEN_VL_FRAMING),
+    "qwen3_vl": (qwen3_vl_tokens, QWEN3_VL_MAX_PIXELS // QWEN3_VL_PATCH ** 2 + QWEN_VL_FRAMING),
+    "pixtral": (pixtral_tokens, max((edge // patch) * (edge // patch + 1) for patch, edge in PIXTRAL_GRIDS)),
+    "llama4": (llama4_tokens, llama4_tokens(LLAMA4_TILE * LLAMA4_MAX_TILES, LLAMA4_TILE)),
+}
+
+
+def open_model_image_tokens(formula: str, size: tuple[int, int] | None) -> int:
+    """Tokens of one image on an open model's vision encoder (``OPEN_ENCODERS``); ``open_bound``: the most of them
+    all, for a model whose encoder is not known (a self-hosted model of an unknown family)."""
+    encoders = OPEN_ENCODERS.values() if formula == "open_bound" else (OPEN_ENCODERS[formula],)
+    return max(tokens(*size) if size else worst for tokens, worst in encoders)
+
+
+def _open_encoder(formula: str, size: tuple[int, int] | None, detail: str, base: int, tile: int,
+                  multiplier: float) -> int:
+    return open_model_image_tokens(formula, size)  # an open model's server reads every image whole: no ``detail``
 
 
 def _flat(size: tuple[int, int] | None, detail: str, base: int, tile: int, multiplier: float) -> int:
@@ -239,7 +299,8 @@ def _openai_tiles(size: tuple[int, int] | None, detail: str, base: int, tile: in
 #: unknown, the formula's worst case), its ``detail`` and the profile's base, tile and multiplier
 FORMULAS: dict[str, Callable[[tuple[int, int] | None, str, int, int, float], int]] = {
     "flat": _flat, "gemini_tiles": _gemini_tiles, "anthropic": _anthropic_formula, "openai_patches": _openai_patches,
-    "openai_tiles": _openai_tiles, "qwen_vl": _qwen_vl,
+    "openai_tiles": _openai_tiles,
+    **{name: functools.partial(_open_encoder, name) for name in (*OPEN_ENCODERS, "open_bound")},
 }
 
 

@@ -190,6 +190,7 @@ def resolve_tokenizer(model: str | None, *, base_model: str | None = None) -> To
 
 def _family_profile(model: str | None, base_model: str | None) -> TokenizerProfile:
     name = model_key(base_model or model or "")
+    raw = (base_model or model or "").strip().lower()[:MAX_MODEL_NAME_CHARS]
     if _openai.O200K_CHAT.match(name):
         return _openai_profile(name, "o200k_base")
     if _openai.CL100K_CHAT.match(name):
@@ -207,11 +208,12 @@ def _family_profile(model: str | None, base_model: str | None) -> TokenizerProfi
         profile = gemini_profile(name, vertex=_is_vertex(base_model or model or ""))
         return replace(profile, generation="gemma", **_gemini.GEMMA_TERMS) if "gemma" in name else profile
     if family == "mistral" and family_tokenizers.available("mistral"):
-        return TokenizerProfile("mistral", "mistral", exact=False, safety_factor=1.0, **_open_models.MISTRAL_TERMS)
+        return TokenizerProfile("mistral", "mistral", exact=False, safety_factor=1.0, image_formula="pixtral",
+                                **_open_models.MISTRAL_TERMS)
     if family == "qwen":
         terms = {**_open_models.QWEN_TERMS, "reply_priming": _open_models.QWEN_TERMS["reply_priming"] +
                  (_open_models.QWEN2_DEFAULT_SYSTEM if "qwen2" in name or "qwen-2" in name else 0),
-                 "image_formula": "qwen_vl" if _open_models.QWEN_VL.search(name) else "openai_tiles"}
+                 "image_formula": _open_models.image_formula(name, family, raw)}
         vocabulary = "qwen3.5" if any(v in name for v in ("qwen3.5", "qwen3.6", "qwen3-5", "qwen3-6")) else "qwen"
         if family_tokenizers.available(vocabulary):  # the optional vocabulary: text exact, no digit bound
             return TokenizerProfile("qwen", vocabulary, exact=False, safety_factor=1.0, generation="qwen",
@@ -219,18 +221,21 @@ def _family_profile(model: str | None, base_model: str | None) -> TokenizerProfi
         return TokenizerProfile("qwen", "cl100k_base", exact=False, safety_factor=_open_models.QWEN_TEXT_FACTOR,
                                 generation="qwen", **terms)
     if family == "deepseek":
+        terms = {**_open_models.DEEPSEEK_TERMS, "image_formula": _open_models.image_formula(name, family, raw)}
         if family_tokenizers.available("deepseek"):  # the optional vocabulary: text exact
             return TokenizerProfile("deepseek", "deepseek", exact=False, safety_factor=1.0, generation="deepseek",
-                                    **_open_models.DEEPSEEK_TERMS)
+                                    **terms)
         return TokenizerProfile("deepseek", "o200k_base", exact=False, safety_factor=_open_models.DEEPSEEK_TEXT_FACTOR,
-                                generation="deepseek", run_aware=True, **_open_models.DEEPSEEK_TERMS)
+                                generation="deepseek", run_aware=True, **terms)
     if family == "llama" and _open_models.LLAMA3.search(name) and family_tokenizers.available("llama3"):
         return TokenizerProfile("llama", "llama3", exact=False, safety_factor=1.0, **_open_models.LLAMA31_TERMS)
     # No tokenizer of its own offline: o200k with the measured-worst factor and a bound for the text that
     # other tokenizers split far more finely than o200k (runs of newlines, spaces, one letter; digits;
     # non-Latin scripts), so adversarial text is never under-counted.
+    own = _openai_own(base_model or model)
     return TokenizerProfile(family, "o200k_base", exact=False, safety_factor=UNMEASURED_SAFETY_FACTOR,
-                            run_aware=True, digits_as_tokens=True, tools_whole=not _openai_own(base_model or model))
+                            run_aware=True, digits_as_tokens=True, tools_whole=not own,
+                            image_formula="openai_tiles" if own else _open_models.image_formula(name, family, raw))
 
 
 def _openai_own(model: str | None) -> bool:

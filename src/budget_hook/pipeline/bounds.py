@@ -19,9 +19,10 @@ deployment's ``litellm_params``, the router's defaults): its decision (``client_
 them, and ``added_prompt_parameter`` names one whose value is not the operator's (a client's, merged by the
 router from a fallback target or a settings override). A special token's name (``bos_token``, ``eos_token``...),
 ``messages`` or ``tools`` in ``chat_template_kwargs`` is one too: vLLM hands the template the client's value in
-place of its own (``TEMPLATE_OVERRIDES``). So is a parameter that makes LiteLLM send a refused call again without
-the hooks (``CALL_AGAIN_PARAMETERS``); the gateway sets its own ``retry_policy``, which grants none
-(``gateway_parameters``).
+place of its own (``TEMPLATE_OVERRIDES``); so are vLLM's ``mm_processor_kwargs`` and ``media_io_kwargs``, which set
+how many tokens an image or a video becomes (``MEDIA_OVERRIDES``). So is a parameter that makes LiteLLM send a
+refused call again without the hooks (``CALL_AGAIN_PARAMETERS``); the gateway sets its own ``retry_policy``, which
+grants none (``gateway_parameters``).
 
 Contract: ``body_problem(body, fields, client_body=True)`` returns ``None``, or a ``MalformedRequestError``
 naming the field at fault: content in ``extra_body``, a prompt parameter (``client_body``), or the first
@@ -191,6 +192,17 @@ TEMPLATE_OVERRIDE_REMEDY = ("a self-hosted server's chat template takes this val
                             "the request's own fields and leave special tokens to the tokenizer")
 
 
+#: vLLM request fields its multimodal processor reads in place of the server's own settings: an image's size limits
+#: (Qwen-VL's ``max_pixels``: a 10,000-pixel square reads as 127,451 tokens with ``max_pixels`` 100,000,000, 16,386
+#: by default), Gemma's pan-and-scan crops, InternVL's tiles, a video's frames. The gateway prices media as the
+#: server's defaults make them (``counting/images.py``); LiteLLM forwards both fields, also from ``extra_body``.
+MEDIA_OVERRIDES = ("mm_processor_kwargs", "media_io_kwargs")
+MEDIA_OVERRIDE_REMEDY = ("a self-hosted server's image and video processing takes this in place of its own settings "
+                         "(how many tokens an image or a video becomes), where the gateway prices media by the "
+                         "server's defaults, so it cannot be budgeted; leave it out, or ask the gateway operator to "
+                         "set it on the deployment")
+
+
 STORED_PROMPT_REMEDY = ("LiteLLM fills this stored prompt in after the gateway's budget check (a text completion's, or "
                         "one a fallback target carries), so it cannot be budgeted; send it as the top-level prompt_id "
                         "of a /chat/completions request (the proxy fills that in before the check)")
@@ -220,18 +232,22 @@ def prompt_parameter_remedy(path: str) -> str:
         return RESPONSES_FIELD_REMEDY
     if path.rpartition(".")[2] in CALL_AGAIN_PARAMETERS:
         return RETRY_POLICY_REMEDY if path.endswith("retry_policy") else CALL_AGAIN_REMEDY
+    if path.rpartition(".")[2] in MEDIA_OVERRIDES:
+        return MEDIA_OVERRIDE_REMEDY
     return TEMPLATE_OVERRIDE_REMEDY if "chat_template_kwargs." in path else PROMPT_PARAMETER_REMEDY
 
 
 def template_overrides(source: Mapping[str, Any]) -> dict[str, Any]:
-    """Each of ``TEMPLATE_OVERRIDES`` set in ``source``'s ``chat_template_kwargs`` (or ``extra_body``'s, which
-    LiteLLM merges), by path, with its value."""
+    """Each of ``TEMPLATE_OVERRIDES`` set in ``source``'s ``chat_template_kwargs``, and each of ``MEDIA_OVERRIDES``
+    set in ``source`` (or in its ``extra_body``, which LiteLLM merges), by path, with its value: what a self-hosted
+    server takes in place of what the gateway counts."""
     found: dict[str, Any] = {}
     for prefix, holder in with_extra_body(source):
         kwargs = holder.get("chat_template_kwargs")
         if isinstance(kwargs, Mapping):
             found.update({f"{prefix}chat_template_kwargs.{name}": kwargs[name] for name in TEMPLATE_OVERRIDES
                           if kwargs.get(name) is not None})
+        found.update({f"{prefix}{name}": holder[name] for name in MEDIA_OVERRIDES if _set(holder.get(name))})
     return found
 
 
@@ -317,7 +333,7 @@ def hookless_retries(body: Mapping[str, Any]) -> str | None:
 
 _RETRY_KEYS = frozenset({"retry_policy"})
 #: the keys of a fallback target that ``prompt_parameter`` reads
-_TARGET_KEYS = frozenset((*FALLBACK_PROMPT_PARAMETERS, "chat_template_kwargs", "extra_body"))
+_TARGET_KEYS = frozenset((*FALLBACK_PROMPT_PARAMETERS, "chat_template_kwargs", *MEDIA_OVERRIDES, "extra_body"))
 
 
 def prompt_parameter(body: Mapping[str, Any], more: tuple[str, ...] = ()) -> str | None:
@@ -333,9 +349,11 @@ def prompt_parameter(body: Mapping[str, Any], more: tuple[str, ...] = ()) -> str
 
 
 def operator_prompt_parameters(kwargs: Mapping[str, Any], own: Callable[[], Mapping[str, Any]]) -> dict[str, Any]:
-    """The ``PROMPT_PARAMETERS`` (and ``chat_template_kwargs``, ``extra_body``) a router attempt carries with the value
-    its deployment's own parameters set (``own``, asked only when one is there): the operator's, not a client's."""
-    present = [name for name in (*CLIENT_PARAMETERS, "chat_template_kwargs", "extra_body") if name in kwargs]
+    """The ``PROMPT_PARAMETERS`` (and ``chat_template_kwargs``, ``MEDIA_OVERRIDES``, ``extra_body``) a router attempt
+    carries with the value its deployment's own parameters set (``own``, asked only when one is there): the
+    operator's, not a client's."""
+    present = [name for name in (*CLIENT_PARAMETERS, "chat_template_kwargs", *MEDIA_OVERRIDES, "extra_body")
+               if name in kwargs]
     configured = own() if present else {}
     return {name: kwargs[name] for name in present if name in configured and configured[name] == kwargs[name]}
 

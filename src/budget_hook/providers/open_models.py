@@ -64,6 +64,37 @@ LLAMA31_TERMS: dict[str, Any] = dict(OWN_TOKENIZER_TERMS, tool_results_as_json=T
 LLAMA3 = re.compile(r"llama[-_ ]?3")
 #: Qwen2-VL and Qwen2.5-VL: images priced by their 28x28 patches (``images.qwen_vl_tokens``)
 QWEN_VL = re.compile(r"qwen2(?:\.5|-5|_5)?[-_ ]?vl")
+#: the Qwen models whose encoder is Qwen3-VL's (32x32 patches): Qwen3-VL, Qwen3-Omni, and Qwen3.5 and later, natively
+#: multimodal (their ``preprocessor_config.json`` names ``Qwen3VLProcessor``)
+QWEN3_VISION = ("qwen3-vl", "qwen3vl", "qwen3-omni", "qwen3.5", "qwen3.6", "qwen3-5", "qwen3-6")
+#: names of closed vendors' own models that no family keyword knows (xAI, Cohere, Amazon, AI21, Perplexity, Writer):
+#: their images keep OpenAI's tiles, the estimate their bills correct (``learning``)
+CLOSED_VENDORS = ("xai/", "grok", "cohere", "command-", "amazon.", "ai21", "jamba", "perplexity", "sonar",
+                  "palmyra")
+
+
+def image_formula(name: str, family: str, model: str) -> str:
+    """How an image is priced on a model of ``family`` named ``name`` (the bare name; ``model``: the deployment's
+    whole, provider prefix included), ``counting/images.py``'s formula names. An open model's server reads
+    every image whole with the model's own encoder (``detail`` ignored): Qwen-VL's patches, Mistral's (Pixtral)
+    grid, Llama 4's tiles; a vision model of a family not known here (a self-hosted ``hosted_vllm/...``,
+    ``openai/...`` on a server of its own) the most any of these encoders takes. Other models: OpenAI's tiles."""
+    spelled = name.replace("_", "-").replace(" ", "-")
+    if family == "qwen":
+        if QWEN_VL.search(name) or "qwen2.5-omni" in spelled or "qwen2-5-omni" in spelled:
+            return "qwen_vl"
+        if any(word in spelled for word in QWEN3_VISION):
+            return "qwen3_vl"
+        return "open_bound" if "vl" in spelled or "omni" in spelled else "openai_tiles"
+    if family == "mistral":
+        return "pixtral"
+    if family == "llama":
+        return "llama4" if any(word in spelled for word in ("llama-4", "llama4")) else "openai_tiles"
+    if family == "deepseek":  # DeepSeek-VL2 and DeepSeek-OCR read tiles of their own; its chat models no image
+        return "open_bound" if "vl" in spelled or "ocr" in spelled else "openai_tiles"
+    if family == "unknown":
+        return "openai_tiles" if any(word in model for word in CLOSED_VENDORS) else "open_bound"
+    return "openai_tiles"
 
 
 MISTRAL = ProviderRecord(

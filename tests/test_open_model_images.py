@@ -1,0 +1,130 @@
+"""Images on open models priced by the model's own vision encoder (issue theme: self-hosted open models under-counted).
+
+The counter priced an image by OpenAI's tiles (at most 765 for any image of known size) on every open model but
+Qwen2-VL / Qwen2.5-VL. An open model's server reads the whole image with its encoder and ignores ``detail``:
+
+* Qwen3-VL and the natively multimodal Qwen3.5 and later: 32x32 patches, 8,162 tokens for 3840x2160;
+* Pixtral 12B (Mistral): a token a 16x16 patch up to 1,024 pixels, 4,160 for 1024x1024 (``detail: low``: 85 counted);
+* Llama 4: 144 tokens a 336-pixel tile, up to 16 tiles and a global view, 2,467;
+* a vision model of a family not known here (``hosted_vllm/internvl3``, ``openai/my-vlm`` on a server of its
+  own): up to 16,386 with Qwen2.5-VL's encoder.
+
+Each formula is checked against the processors' own algorithms as ``tests/e2e/fake_vllm.py`` writes them (the
+stand-in server the end-to-end tests price images with).
+"""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from budget_hook.counting import TokenCounter
+from budget_hook.counting import images as formulas
+
+from .e2e.fake_vllm import visual_tokens
+from .test_provider_undercounts import png
+from .test_qwen_vl_images import image_cost
+
+FORMULA_OF = {
+    "hosted_vllm/Qwen/Qwen3-VL-8B-Instruct": "qwen3_vl",
+    "hosted_vllm/Qwen/Qwen3-VL-235B-A22B-Thinking": "qwen3_vl",
+    "openai/qwen3_vl_30b": "qwen3_vl",
+    "hosted_vllm/Qwen/Qwen3.5-27B": "qwen3_vl",
+    "ollama/qwen3.6:35b": "qwen3_vl",
+    "hosted_vllm/Qwen/Qwen3-Omni-30B-A3B-Instruct": "qwen3_vl",
+    "hosted_vllm/Qwen/Qwen2.5-VL-7B-Instruct": "qwen_vl",
+    "hosted_vllm/Qwen/QVQ-72B-Preview": "open_bound",  # no family keyword: the bound (Qwen2-VL's encoder within it)
+    "hosted_vllm/Qwen/Qwen2.5-Omni-7B": "qwen_vl",
+    "hosted_vllm/Qwen/Qwen4-VL-8B": "open_bound",  # a Qwen vision model of a later generation
+    "hosted_vllm/mistralai/Pixtral-12B-2409": "pixtral",
+    "hosted_vllm/mistralai/Mistral-Small-3.1-24B-Instruct-2503": "pixtral",
+    "mistral/pixtral-large-latest": "pixtral",
+    "hosted_vllm/meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama4",
+    "together_ai/meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8": "llama4",
+    "hosted_vllm/deepseek-ai/deepseek-vl2": "open_bound",
+    "hosted_vllm/OpenGVLab/InternVL3-8B": "open_bound",
+    "openai/my-vlm": "open_bound",
+    "hosted_vllm/my-model": "open_bound",
+    # unchanged: OpenAI's own, closed vendors whose bills correct the estimate, text models of known families
+    "gpt-4o": "openai_tiles",
+    "azure/my-gpt-deployment": "openai_tiles",
+    "xai/grok-2-vision-1212": "openai_tiles",
+    "bedrock/us.amazon.nova-pro-v1:0": "openai_tiles",
+    "cohere/command-a-vision-07-2025": "openai_tiles",
+    "hosted_vllm/Qwen/Qwen2.5-7B-Instruct": "openai_tiles",
+    "hosted_vllm/meta-llama/Llama-3.1-8B-Instruct": "openai_tiles",
+    "hosted_vllm/deepseek-ai/DeepSeek-V3": "openai_tiles",
+}
+#: the reference processor each formula stands for (a bound stands for all of them)
+REFERENCES = {"qwen_vl": ("qwen2_vl",), "qwen3_vl": ("qwen3_vl",), "pixtral": ("pixtral", "mistral_small"),
+              "llama4": ("llama4",),
+              "open_bound": ("qwen2_vl", "qwen3_vl", "pixtral", "mistral_small", "llama4")}
+SIZES = st.tuples(st.integers(1, 12_000), st.integers(1, 12_000)).filter(lambda s: max(s) / min(s) <= 200)
+
+
+@pytest.mark.parametrize("model", list(FORMULA_OF))
+def test_each_model_prices_images_with_its_encoder(model):
+    assert TokenCounter.for_model(model).profile.image_formula == FORMULA_OF[model]
+
+
+@pytest.mark.parametrize("model", [m for m, f in FORMULA_OF.items() if f != "openai_tiles"])
+def test_a_large_image_costs_what_the_encoder_makes_of_it_whatever_its_detail(model):
+    formula = FORMULA_OF[model]
+    real = max(visual_tokens(kind, 3840, 2160) for kind in REFERENCES[formula])
+    counted = image_cost(model, png(3840, 2160))
+    assert counted >= real > 2_000  # each was counted as 765 at most (OpenAI's tiles)
+    low = TokenCounter.for_model(model).count_request({"messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": png(3840, 2160), "detail": "low"}}]}]}).total
+    assert low >= real  # the server ignores ``detail``: it was 85
+
+
+@pytest.mark.parametrize("model", [m for m, f in FORMULA_OF.items() if f != "openai_tiles"])
+def test_an_image_of_unknown_size_costs_the_most_its_encoder_makes(model):
+    worst = {"qwen_vl": 16_386, "qwen3_vl": 16_386, "pixtral": 4_160, "llama4": 2_467, "open_bound": 16_386}
+    assert image_cost(model, "https://example.com/cat.png") >= worst[FORMULA_OF[model]]
+
+
+def test_closed_vendors_and_openai_keep_their_price():
+    for model in ("xai/grok-2-vision-1212", "azure/my-gpt-deployment", "gpt-4o"):
+        assert image_cost(model, png(3840, 2160)) < 1_200
+
+
+@given(size=SIZES, formula=st.sampled_from(sorted(REFERENCES)))
+def test_the_price_is_never_under_what_the_processors_make(size, formula):
+    counted = formulas.open_model_image_tokens(formula, size)
+    assert counted >= max(visual_tokens(kind, *size) for kind in REFERENCES[formula])
+    assert counted <= formulas.open_model_image_tokens(formula, None)  # an unknown size is the worst case
+
+
+@given(size=SIZES)
+def test_qwen_and_pixtral_prices_are_the_processors_own(size):
+    assert formulas.qwen3_vl_tokens(*size) == visual_tokens("qwen3_vl", *size)
+    assert formulas.qwen_vl_tokens(*size) == visual_tokens("qwen2_vl", *size)
+    # mistral-common rounds the scaled size, the formula rounds it up: at most a row and a column more
+    pixtral = visual_tokens("pixtral", *size)
+    assert pixtral <= formulas.pixtral_tokens(*size) <= pixtral + 2 * 66
+
+
+MEDIA_SETTINGS = {
+    "mm_processor_kwargs": {"mm_processor_kwargs": {"max_pixels": 100_000_000}},
+    "extra_body.mm_processor_kwargs": {"extra_body": {"mm_processor_kwargs": {"max_pixels": 100_000_000}}},
+    "media_io_kwargs": {"media_io_kwargs": {"video": {"num_frames": 4096}}},
+    "fallbacks[0].mm_processor_kwargs": {"fallbacks": [{"model": "other", "mm_processor_kwargs": {"do_pan_and_scan": True}}]},
+}
+
+
+@pytest.mark.parametrize("path", list(MEDIA_SETTINGS))
+def test_a_client_setting_the_servers_media_processing_is_refused_naming_it(path):
+    """vLLM's ``mm_processor_kwargs`` replace its image processor's settings (Qwen-VL's ``max_pixels`` 100,000,000
+    reads a 10,000-pixel square as 127,451 tokens where the gateway prices it at 16,386), ``media_io_kwargs`` a
+    video's frames; LiteLLM forwards both, from ``extra_body`` too."""
+    from budget_hook.pipeline.bounds import body_problem, prompt_parameter_remedy
+
+    body = {"model": "g", "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": png(10_000, 10_000)}}]}], **MEDIA_SETTINGS[path]}
+    problem = body_problem(body, ("messages",))
+    assert problem is not None and problem.field == path
+    assert "image" in prompt_parameter_remedy(path)
+    assert body_problem({**body, **dict.fromkeys(MEDIA_SETTINGS[path], None)}, ("messages",)) is None  # unset
+    assert formulas.qwen_vl_tokens(10_000, 10_000, max_pixels=100_000_000) == 127_451
