@@ -52,6 +52,8 @@ FORMULA_OF = {
     "xai/grok-2-vision-1212": "openai_tiles",
     "bedrock/us.amazon.nova-pro-v1:0": "openai_tiles",
     "cohere/command-a-vision-07-2025": "openai_tiles",
+    "hosted_vllm/CohereLabs/command-a-vision-07-2025": "open_bound",  # the same vendor's open weights, self-hosted
+    "openrouter/x-ai/grok-2-vision-1212": "open_bound",  # a router of many models: the bound
     "hosted_vllm/Qwen/Qwen2.5-7B-Instruct": "openai_tiles",
     "hosted_vllm/meta-llama/Llama-3.1-8B-Instruct": "openai_tiles",
     "hosted_vllm/deepseek-ai/DeepSeek-V3": "openai_tiles",

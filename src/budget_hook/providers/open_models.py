@@ -67,10 +67,11 @@ QWEN_VL = re.compile(r"qwen2(?:\.5|-5|_5)?[-_ ]?vl")
 #: the Qwen models whose encoder is Qwen3-VL's (32x32 patches): Qwen3-VL, Qwen3-Omni, and Qwen3.5 and later, natively
 #: multimodal (their ``preprocessor_config.json`` names ``Qwen3VLProcessor``)
 QWEN3_VISION = ("qwen3-vl", "qwen3vl", "qwen3-omni", "qwen3.5", "qwen3.6", "qwen3-5", "qwen3-6")
-#: names of closed vendors' own models that no family keyword knows (xAI, Cohere, Amazon, AI21, Perplexity, Writer):
-#: their images keep OpenAI's tiles, the estimate their bills correct (``learning``)
-CLOSED_VENDORS = ("xai/", "grok", "cohere", "command-", "amazon.", "ai21", "jamba", "perplexity", "sonar",
-                  "palmyra")
+#: providers that serve only their vendor's own closed models, whose names no family keyword knows (xAI, Cohere, Amazon
+#: Bedrock's Nova and Titan, AI21, Perplexity): their images keep OpenAI's tiles, the estimate their bills correct
+#: (``learning``). By provider, not by model name: an open-weights model of the same vendor served by one's own server
+#: (``hosted_vllm/CohereLabs/command-a-vision-07-2025``) reads images with its own encoder.
+CLOSED_PROVIDERS = ("xai/", "cohere/", "cohere_chat/", "bedrock/", "ai21/", "ai21_chat/", "perplexity/")
 
 
 def image_formula(name: str, family: str, model: str) -> str:
@@ -93,7 +94,7 @@ def image_formula(name: str, family: str, model: str) -> str:
     if family == "deepseek":  # DeepSeek-VL2 and DeepSeek-OCR read tiles of their own; its chat models no image
         return "open_bound" if "vl" in spelled or "ocr" in spelled else "openai_tiles"
     if family == "unknown":
-        return "openai_tiles" if any(word in model for word in CLOSED_VENDORS) else "open_bound"
+        return "openai_tiles" if model.startswith(CLOSED_PROVIDERS) else "open_bound"
     return "openai_tiles"
 
 
