@@ -152,6 +152,22 @@ def test_embeddings_over_the_limit_are_a_400_naming_the_input(proxy, upstream):
     assert ok.headers["x-budget-decision"] == "pass" and len(ok.json()["data"]) == 2
 
 
+@pytest.mark.parametrize("extra, field", [
+    ({"messages": [{"role": "user", "content": "e2e-emb-messages " + "word " * 3000}]}, "messages"),
+    ({"fallbacks": [{"model": "emb", "messages": [{"role": "user", "content": "e2e-emb-messages " + "word " * 3000}]}]},
+     "fallbacks[0].messages"),
+])
+def test_messages_beside_an_embeddings_input_are_a_400_naming_them(proxy, upstream, extra, field):
+    """A fourteenth attack review's lead, confirmed on 1.103 and 1.108: LiteLLM forwards ``messages`` beside ``input``
+    to an OpenAI-compatible embedding server uncounted (``pass``), and vLLM's chat-style embedding request
+    (``EmbeddingChatRequest``) may embed them in its place."""
+    response = post(proxy, "/v1/embeddings", {"model": "emb", "input": ["e2e-emb-messages short"], **extra})
+    assert response.status_code == 400, response.text
+    message = response.json()["error"]["message"]
+    assert f"{field}: LiteLLM forwards an embedding request's messages" in message
+    assert sent(upstream, "/embeddings", "e2e-emb-messages") == []
+
+
 def test_a_list_of_prompts_a_chat_model_gets_as_one_call_must_fit_together(proxy, upstream):
     """An attack review: LiteLLM's text completion turns a list of prompts into the user messages of one chat call
     for any provider but the text-completion endpoints; four prompts of ~900 tokens, each under the budget,

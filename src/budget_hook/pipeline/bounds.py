@@ -203,6 +203,11 @@ MEDIA_OVERRIDE_REMEDY = ("a self-hosted server's image and video processing take
                          "set it on the deployment")
 
 
+EMBEDDING_MESSAGES_REMEDY = ("LiteLLM forwards an embedding request's messages to the server beside its input, "
+                             "and a server of chat-style embeddings (vLLM) may embed them in its place, so they "
+                             "cannot be budgeted; send the text to embed as input")
+
+
 STORED_PROMPT_REMEDY = ("LiteLLM fills this stored prompt in after the gateway's budget check (a text completion's, or "
                         "one a fallback target carries), so it cannot be budgeted; send it as the top-level prompt_id "
                         "of a /chat/completions request (the proxy fills that in before the check)")
@@ -226,13 +231,16 @@ RESPONSES_FIELD_REMEDY = ("a Responses API field: LiteLLM forwards it into the R
 
 def prompt_parameter_remedy(path: str) -> str:
     """What the client can do instead of sending the prompt parameter at ``path``."""
+    name = path.rpartition(".")[2]
     if path == "prompt_id":
         return STORED_PROMPT_REMEDY
-    if path in RESPONSES_ONLY_FIELDS:
+    if name == "messages":  # the only prompt field named so: embeddings' (``shapes/embeddings.py``)
+        return EMBEDDING_MESSAGES_REMEDY
+    if name in RESPONSES_ONLY_FIELDS:
         return RESPONSES_FIELD_REMEDY
-    if path.rpartition(".")[2] in CALL_AGAIN_PARAMETERS:
-        return RETRY_POLICY_REMEDY if path.endswith("retry_policy") else CALL_AGAIN_REMEDY
-    if path.rpartition(".")[2] in MEDIA_OVERRIDES:
+    if name in CALL_AGAIN_PARAMETERS:
+        return RETRY_POLICY_REMEDY if name == "retry_policy" else CALL_AGAIN_REMEDY
+    if name in MEDIA_OVERRIDES:
         return MEDIA_OVERRIDE_REMEDY
     return TEMPLATE_OVERRIDE_REMEDY if "chat_template_kwargs." in path else PROMPT_PARAMETER_REMEDY
 
@@ -337,10 +345,10 @@ _TARGET_KEYS = frozenset((*FALLBACK_PROMPT_PARAMETERS, "chat_template_kwargs", *
 
 
 def prompt_parameter(body: Mapping[str, Any], more: tuple[str, ...] = ()) -> str | None:
-    """The first of ``CLIENT_PARAMETERS`` (and ``more`` at the top level) set in ``body`` or one of its fallback
+    """The first of ``CLIENT_PARAMETERS`` (and ``more``, the shape's own) set in ``body`` or one of its fallback
     targets (``fallback_targets``), as a path; else None. (``added_prompt_parameter`` checks each attempt too.)"""
-    for node, source in chain(((None, body),), _targets(body, _TARGET_KEYS)):
-        names = (*CLIENT_PARAMETERS, *more) if node is None else FALLBACK_PROMPT_PARAMETERS
+    for node, source in chain(((None, body),), _targets(body, _TARGET_KEYS.union(more))):
+        names = (*CLIENT_PARAMETERS, *more) if node is None else (*FALLBACK_PROMPT_PARAMETERS, *more)
         found = next((name for name in names if _client_set(name, source, node is not None)), None) \
             or next(iter(template_overrides(source)), None)
         if found is not None:  # the path written only now

@@ -156,7 +156,8 @@ class Shape:
     #: does a body look like this shape (the CLI's auto-detection; checked in registry order)
     detect: Callable[[Mapping[str, Any]], bool]
     #: top-level fields LiteLLM fills prompt text in for after the check on this shape's calls alone (the proxy
-    #: fills a chat or Responses call's stored prompt in before the hook, a text completion's inside the call)
+    #: fills a chat or Responses call's stored prompt in before the hook, a text completion's inside the call), or
+    #: forwards beside the content uncounted (an embedding request's ``messages``): a client's is a 400 naming it
     prompt_fields: tuple[str, ...] = ()
     #: the provider's own overflow sentence, put first in a block's message; None: OpenAI's wording only
     overflow_wording: Wording | None = None

@@ -1,7 +1,8 @@
 """The ``/embeddings`` shape: each input must fit the embedding model's input limit (no output).
 
 An input over the limit is blocked, naming it, unless the policy's ``truncate_embedding_inputs`` asks to
-cut it to the limit (reported): a silently truncated embedding is a wrong embedding nobody notices.
+cut it to the limit (reported): a silently truncated embedding is a wrong embedding nobody notices. ``messages``
+beside ``input`` is refused (``bounds.EMBEDDING_MESSAGES_REMEDY``).
 """
 
 from __future__ import annotations
@@ -35,4 +36,7 @@ SHAPE = InputsShape(
     detect=_detect,
     field="input",
     reserves_output=False,
+    # a chat-style embedding request's messages (vLLM's ``EmbeddingChatRequest``), which LiteLLM forwards beside
+    # ``input`` to an OpenAI-compatible server uncounted, and the server may embed in its place: a 400 naming it
+    prompt_fields=("messages",),
 )
