@@ -43,6 +43,11 @@ FORMULA_OF = {
     "hosted_vllm/meta-llama/Llama-4-Scout-17B-16E-Instruct": "llama4",
     "together_ai/meta-llama/Llama-4-Maverick-17B-128E-Instruct-FP8": "llama4",
     "hosted_vllm/deepseek-ai/deepseek-vl2": "open_bound",
+    "ollama/gemma3:12b": "gemma",
+    "hosted_vllm/google/gemma-3-27b-it": "gemma",
+    "hosted_vllm/google/gemma-3n-E4B-it": "gemma",
+    "gemini/gemma-3-27b-it": "gemini_tiles",  # Google's servers bill as Gemini bills
+    "hosted_vllm/google/paligemma2-3b-pt-896": "gemini_tiles",  # 4,096 an image at 896 px: Gemini's tiles hold it
     "hosted_vllm/OpenGVLab/InternVL3-8B": "open_bound",
     "openai/my-vlm": "open_bound",
     "hosted_vllm/my-model": "open_bound",
@@ -60,8 +65,8 @@ FORMULA_OF = {
 }
 #: the reference processor each formula stands for (a bound stands for all of them)
 REFERENCES = {"qwen_vl": ("qwen2_vl",), "qwen3_vl": ("qwen3_vl",), "pixtral": ("pixtral", "mistral_small"),
-              "llama4": ("llama4",),
-              "open_bound": ("qwen2_vl", "qwen3_vl", "pixtral", "mistral_small", "llama4")}
+              "llama4": ("llama4",), "gemma": ("gemma3",),
+              "open_bound": ("qwen2_vl", "qwen3_vl", "pixtral", "mistral_small", "llama4", "gemma3")}
 SIZES = st.tuples(st.integers(1, 12_000), st.integers(1, 12_000)).filter(lambda s: max(s) / min(s) <= 200)
 
 
@@ -70,20 +75,26 @@ def test_each_model_prices_images_with_its_encoder(model):
     assert TokenCounter.for_model(model).profile.image_formula == FORMULA_OF[model]
 
 
-@pytest.mark.parametrize("model", [m for m, f in FORMULA_OF.items() if f != "openai_tiles"])
+OPEN = [m for m, f in FORMULA_OF.items() if f not in ("openai_tiles", "gemini_tiles")]
+
+
+@pytest.mark.parametrize("model", OPEN)
 def test_a_large_image_costs_what_the_encoder_makes_of_it_whatever_its_detail(model):
     formula = FORMULA_OF[model]
     real = max(visual_tokens(kind, 3840, 2160) for kind in REFERENCES[formula])
     counted = image_cost(model, png(3840, 2160))
-    assert counted >= real > 2_000  # each was counted as 765 at most (OpenAI's tiles)
+    assert counted >= real > (200 if formula == "gemma" else 2_000)  # counted as 765 at most (OpenAI's tiles)
+    if formula == "gemma":
+        assert counted <= real + 5  # Gemma was priced by Gemini's tiles: 5,161 for 1024x1024, 20,641 for a URL
     low = TokenCounter.for_model(model).count_request({"messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": png(3840, 2160), "detail": "low"}}]}]}).total
     assert low >= real  # the server ignores ``detail``: it was 85
 
 
-@pytest.mark.parametrize("model", [m for m, f in FORMULA_OF.items() if f != "openai_tiles"])
+@pytest.mark.parametrize("model", OPEN)
 def test_an_image_of_unknown_size_costs_the_most_its_encoder_makes(model):
-    worst = {"qwen_vl": 16_386, "qwen3_vl": 16_386, "pixtral": 4_160, "llama4": 2_467, "open_bound": 16_386}
+    worst = {"qwen_vl": 16_386, "qwen3_vl": 16_386, "pixtral": 4_160, "llama4": 2_467, "gemma": 260,
+             "open_bound": 16_386}
     assert image_cost(model, "https://example.com/cat.png") >= worst[FORMULA_OF[model]]
 
 

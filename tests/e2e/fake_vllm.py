@@ -17,7 +17,7 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>``. Like ``vllm serve`` 
   tokens and your request has M input tokens (K > N - M).``;
 * reports ``usage.prompt_tokens`` as that count. Every body it receives is appended to ``--record``.
 
-With ``--vision qwen2_vl|qwen3_vl|pixtral|llama4`` it serves a vision model: each ``image_url`` part (a PNG data URL)
+With ``--vision qwen2_vl|qwen3_vl|pixtral|llama4|gemma3`` it serves a vision model: each ``image_url`` part (a PNG data URL)
 adds the visual tokens that model's image processor makes of it (``visual_tokens``: written from the processors'
 own code, independently of the gateway's formulas; an image it cannot read is refused as vLLM refuses it).
 
@@ -145,6 +145,8 @@ def visual_tokens(kind: str, width: int, height: int) -> int:
         return _mistral(width, height, 28, 1540)
     if kind == "llama4":
         return _llama4(width, height)
+    if kind == "gemma3":  # Gemma3Processor: "\n\n<start_of_image>" + 256 image tokens + "<end_of_image>\n\n"
+        return 1 + 1 + 256 + 1 + 1
     raise ValueError(kind)
 
 

@@ -247,6 +247,11 @@ def llama4_tokens(width: int, height: int) -> int:
     return LLAMA4_TILE_TOKENS + LLAMA4_FRAMING + (tiles * (LLAMA4_TILE_TOKENS + 1) if tiles > 1 else 0)
 
 
+def gemma_tokens(width: int, height: int) -> int:
+    """Tokens of any image on Gemma 3 and 3n (``providers/gemini.GEMMA_IMAGE_TOKENS``)."""
+    return _gemini.GEMMA_IMAGE_TOKENS
+
+
 #: an open model's vision encoder by its formula's name (``providers/open_models.image_formula``): the tokens of an
 #: image of a known size, and of one of unknown size (the most any image can take)
 OPEN_ENCODERS: dict[str, tuple[Callable[[int, int], int], int]] = {
@@ -254,6 +259,7 @@ OPEN_ENCODERS: dict[str, tuple[Callable[[int, int], int], int]] = {
     "qwen3_vl": (qwen3_vl_tokens, QWEN3_VL_MAX_PIXELS // QWEN3_VL_PATCH ** 2 + QWEN_VL_FRAMING),
     "pixtral": (pixtral_tokens, max((edge // patch) * (edge // patch + 1) for patch, edge in PIXTRAL_GRIDS)),
     "llama4": (llama4_tokens, llama4_tokens(LLAMA4_TILE * LLAMA4_MAX_TILES, LLAMA4_TILE)),
+    "gemma": (gemma_tokens, _gemini.GEMMA_IMAGE_TOKENS),
 }
 
 

@@ -206,7 +206,10 @@ def _family_profile(model: str | None, base_model: str | None) -> TokenizerProfi
         return anthropic_profile(name)
     if family == "gemini":
         profile = gemini_profile(name, vertex=_is_vertex(base_model or model or ""))
-        return replace(profile, generation="gemma", **_gemini.GEMMA_TERMS) if "gemma" in name else profile
+        if "gemma" not in name:
+            return profile
+        profile = replace(profile, generation="gemma", **_gemini.GEMMA_TERMS)
+        return replace(profile, image_formula=_open_models.image_formula(name, "gemma", raw) or profile.image_formula)
     if family == "mistral" and family_tokenizers.available("mistral"):
         return TokenizerProfile("mistral", "mistral", exact=False, safety_factor=1.0, image_formula="pixtral",
                                 **_open_models.MISTRAL_TERMS)

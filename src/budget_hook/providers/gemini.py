@@ -45,6 +45,10 @@ VERTEX_PREFIXES = ("vertex_ai/", "vertex_ai_beta/", "vertex/")
 #: Gemma (self-hosted: vLLM, Ollama): ``<start_of_turn>role\n ... <end_of_turn>\n`` is 5 tokens a turn with its
 #: role, the reply opener ``<start_of_turn>model\n`` 3 after ``<bos>`` (Gemma 3's chat template)
 GEMMA_TERMS: dict[str, Any] = dict(tokens_per_message=4, reply_priming=4, tools_whole=True)
+#: Gemma 3 and 3n served by an open model server (vLLM, Ollama): every image is 256 soft tokens between
+#: ``<start_of_image>`` and ``<end_of_image>``, each wrapped in a ``\n\n`` (the processor's ``image_seq_length``;
+#: pan-and-scan crops are off unless the server turns them on). Not PaliGemma (up to 4,096 an image).
+GEMMA_IMAGE_TOKENS = 260
 
 # --- image pricing (counting/images.py) -----------------------------------------------------------------
 #: Gemini tiles images larger than 384 px on a side into 768x768 crops (Gemini 2.0, 1.5): 258 tokens each

@@ -78,8 +78,10 @@ def image_formula(name: str, family: str, model: str) -> str:
     """How an image is priced on a model of ``family`` named ``name`` (the bare name; ``model``: the deployment's
     whole, provider prefix included), ``counting/images.py``'s formula names. An open model's server reads
     every image whole with the model's own encoder (``detail`` ignored): Qwen-VL's patches, Mistral's (Pixtral)
-    grid, Llama 4's tiles; a vision model of a family not known here (a self-hosted ``hosted_vllm/...``,
-    ``openai/...`` on a server of its own) the most any of these encoders takes. Other models: OpenAI's tiles."""
+    grid, Llama 4's tiles, Gemma's 256 soft tokens; a vision model of a family not known here (a
+    self-hosted ``hosted_vllm/...``, ``openai/...`` on a server of its own) the most any of these encoders takes.
+    Other models: OpenAI's tiles; ``""``: the family profile's own (Gemma on Google's servers, PaliGemma: Gemini's
+    tiles)."""
     spelled = name.replace("_", "-").replace(" ", "-")
     if family == "qwen":
         if QWEN_VL.search(name) or "qwen2.5-omni" in spelled or "qwen2-5-omni" in spelled:
@@ -93,6 +95,9 @@ def image_formula(name: str, family: str, model: str) -> str:
         return "llama4" if any(word in spelled for word in ("llama-4", "llama4")) else "openai_tiles"
     if family == "deepseek":  # DeepSeek-VL2 and DeepSeek-OCR read tiles of their own; its chat models no image
         return "open_bound" if "vl" in spelled or "ocr" in spelled else "openai_tiles"
+    if family == "gemma":  # "": as the Gemini API and Vertex AI bill images (Google's servers; PaliGemma's 4,096)
+        served_by_google = model.startswith(("gemini/", "vertex_ai/", "vertex_ai_beta/", "vertex_ai-"))
+        return "" if served_by_google or "paligemma" in spelled else "gemma"
     if family == "unknown":
         return "openai_tiles" if model.startswith(CLOSED_PROVIDERS) else "open_bound"
     return "openai_tiles"
