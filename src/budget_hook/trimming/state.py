@@ -10,7 +10,6 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -270,13 +269,8 @@ class TrimState(Versions, Removals):
             if self.actions[index].action == "compacted":  # graded by ``reduce``: cut again, less; then the room is
                 message, tokens = self.graded(index, needed=excess, floor=self.policy.tool_result_keep_chars,
                                               action="compacted")  # this newer result's
-                if self.tokens[index] < tokens and self.total - self.tokens[index] + tokens <= self.target:
-                    self.actions[index] = replace(self.actions[index], tokens_after=tokens,
-                                                  chars_after=content_chars(message))
-                    self.total += tokens - self.tokens[index]
-                    self.tokens[index] = tokens
-                    self.edited[index] = message
-                    self.moves += 1
+                if self.total - self.tokens[index] + tokens <= self.target:
+                    self.rewrite(index, message, "compacted", tokens, grow=True)
                 return
 
     def _soften_along(self, indexes: list[int], light: Mapping[int, int]) -> None:
@@ -397,11 +391,14 @@ class TrimState(Versions, Removals):
         return [(self.positions[unit.indexes[-1]], saving_of(j, unit)) for j, unit in enumerate(units)]
 
     def rewrite(self, index: int, new_message: Mapping[str, Any], action: ActionKind,
-                new_tokens: int | None = None) -> None:
+                new_tokens: int | None = None, *, grow: bool = False) -> None:
+        """Make ``new_message`` the message's version, with its action, count and the total: only when it is
+        smaller than the current version (a cut), or with ``grow`` only when it is larger (a cut given back in
+        part, ``_restore``); otherwise the message stays as it is."""
         if new_tokens is None:
             new_tokens = self.counter.count_message(new_message, index=index)
-        if new_tokens >= self.tokens[index]:
-            return  # would not save anything: leave the message as it is
+        if (new_tokens <= self.tokens[index]) if grow else (new_tokens >= self.tokens[index]):
+            return  # would not save anything (or, growing, give anything back): leave the message as it is
         original = self.messages[index]
         self.actions[index] = MessageAction(
             action=action,
