@@ -47,8 +47,24 @@ FORMULA_OF = {
     "hosted_vllm/google/gemma-3-27b-it": "gemma",
     "hosted_vllm/google/gemma-3n-E4B-it": "gemma",
     "gemini/gemma-3-27b-it": "gemini_tiles",  # Google's servers bill as Gemini bills
-    "hosted_vllm/google/paligemma2-3b-pt-896": "gemini_tiles",  # 4,096 an image at 896 px: Gemini's tiles hold it
-    "hosted_vllm/OpenGVLab/InternVL3-8B": "open_bound",
+    "hosted_vllm/google/paligemma2-3b-pt-896": "paligemma",  # 4,096 an image at 896 px
+    "hosted_vllm/OpenGVLab/InternVL3-8B": "internvl",
+    # vision architectures are known by their own name before the language family they are built on (a review)
+    "hosted_vllm/llava-hf/llava-onevision-qwen2-7b-ov-hf": "llava_onevision",
+    "hosted_vllm/llava-hf/llama3-llava-next-8b-hf": "llava",
+    "hosted_vllm/llava-hf/llava-v1.6-mistral-7b-hf": "llava",
+    "hosted_vllm/llava-hf/llava-interleave-qwen-7b-hf": "llava",
+    "ollama/llava:7b": "llava",
+    "hosted_vllm/HuggingFaceM4/Idefics3-8B-Llama3": "idefics",
+    "hosted_vllm/HuggingFaceTB/SmolVLM-Instruct": "idefics",
+    "ollama/minicpm-v": "minicpm",
+    "hosted_vllm/openbmb/MiniCPM-Llama3-V-2_5": "minicpm",
+    "ollama/moondream": "moondream",
+    "hosted_vllm/deepseek-ai/Janus-Pro-7B": "janus",
+    "hosted_vllm/facebook/chameleon-7b": "chameleon",
+    "hosted_vllm/nvidia/Llama-3.1-Nemotron-Nano-VL-8B-V1": "open_bound",
+    "hosted_vllm/deepseek-ai/DeepSeek-OCR": "open_bound",
+    "ollama/llama3.2-vision": "openai_tiles",  # cross-attention: an image is one token of the prompt
     "openai/my-vlm": "open_bound",
     "hosted_vllm/my-model": "open_bound",
     # unchanged: OpenAI's own, closed vendors whose bills correct the estimate, text models of known families
@@ -65,8 +81,13 @@ FORMULA_OF = {
 }
 #: the reference processor each formula stands for (a bound stands for all of them)
 REFERENCES = {"qwen_vl": ("qwen2_vl",), "qwen3_vl": ("qwen3_vl",), "pixtral": ("pixtral", "mistral_small"),
-              "llama4": ("llama4",), "gemma": ("gemma3",),
-              "open_bound": ("qwen2_vl", "qwen3_vl", "pixtral", "mistral_small", "llama4", "gemma3")}
+              "llama4": ("llama4",), "gemma": ("gemma3",), "llava": ("llava15", "llava_next"),
+              "llava_onevision": ("llava_ov",), "idefics": ("idefics3", "smolvlm"), "internvl": ("internvl",),
+              "minicpm": ("minicpm",), "moondream": ("moondream",), "janus": ("janus",), "chameleon": ("chameleon",),
+              "paligemma": ("paligemma",)}
+#: the bound stands for every encoder
+REFERENCES["open_bound"] = tuple(kind for kinds in REFERENCES.values() for kind in kinds)
+images_fixed = formulas.FIXED_ENCODERS
 SIZES = st.tuples(st.integers(1, 12_000), st.integers(1, 12_000)).filter(lambda s: max(s) / min(s) <= 200)
 
 
@@ -83,9 +104,11 @@ def test_a_large_image_costs_what_the_encoder_makes_of_it_whatever_its_detail(mo
     formula = FORMULA_OF[model]
     real = max(visual_tokens(kind, 3840, 2160) for kind in REFERENCES[formula])
     counted = image_cost(model, png(3840, 2160))
-    assert counted >= real > (200 if formula == "gemma" else 2_000)  # counted as 765 at most (OpenAI's tiles)
-    if formula == "gemma":
-        assert counted <= real + 5  # Gemma was priced by Gemini's tiles: 5,161 for 1024x1024, 20,641 for a URL
+    assert counted >= real  # each was counted as 765 at most (OpenAI's tiles), 85 with ``detail: low``
+    if formula in images_fixed:
+        assert counted <= images_fixed[formula] + 5  # a fixed price (not Gemini's 5,161 for Gemma)
+    else:
+        assert real > 2_000
     low = TokenCounter.for_model(model).count_request({"messages": [{"role": "user", "content": [
         {"type": "image_url", "image_url": {"url": png(3840, 2160), "detail": "low"}}]}]}).total
     assert low >= real  # the server ignores ``detail``: it was 85
@@ -93,8 +116,8 @@ def test_a_large_image_costs_what_the_encoder_makes_of_it_whatever_its_detail(mo
 
 @pytest.mark.parametrize("model", OPEN)
 def test_an_image_of_unknown_size_costs_the_most_its_encoder_makes(model):
-    worst = {"qwen_vl": 16_386, "qwen3_vl": 16_386, "pixtral": 4_160, "llama4": 2_467, "gemma": 260,
-             "open_bound": 16_386}
+    worst = {"qwen_vl": 16_386, "qwen3_vl": 16_386, "pixtral": 4_160, "llama4": 2_467, "open_bound": 16_386,
+             **images_fixed}
     assert image_cost(model, "https://example.com/cat.png") >= worst[FORMULA_OF[model]]
 
 
@@ -141,3 +164,28 @@ def test_a_client_setting_the_servers_media_processing_is_refused_naming_it(path
     assert "image" in prompt_parameter_remedy(path)
     assert body_problem({**body, **dict.fromkeys(MEDIA_SETTINGS[path], None)}, ("messages",)) is None  # unset
     assert formulas.qwen_vl_tokens(10_000, 10_000, max_pixels=100_000_000) == 127_451
+
+
+@pytest.mark.parametrize("model, floor", [("hosted_vllm/Qwen/Qwen2.5-VL-7B-Instruct", 12_290),
+                                          ("hosted_vllm/Qwen/Qwen3-VL-8B-Instruct", 24_576),
+                                          ("openai/my-vlm", 24_576), ("ollama/llava-onevision", 24_576)])
+def test_a_video_on_an_open_model_costs_at_least_the_frames_its_server_samples(model, floor):
+    """A review: vLLM samples a video's frames whatever its bytes (Qwen2.5-VL: 32 frames, two a group of up to 768
+    tokens; a 20 KB clip was counted as 3,015 and a 1-2 s 1080p clip reads about 11,522), where the gateway priced a
+    video by its size at the lowest bitrate (Gemini's tokens per second)."""
+    import base64
+
+    clip = "data:video/mp4;base64," + base64.b64encode(b"x" * 20_000).decode()
+    counter = TokenCounter.for_model(model)
+    for part in ({"type": "video_url", "video_url": {"url": clip}}, {"type": "video_url", "video_url": {
+            "url": "https://example.com/clip.mp4"}}, {"type": "file", "file": {"file_data": clip}}):
+        assert counter.count_request({"messages": [{"role": "user", "content": [part]}]}).total >= floor
+
+
+def test_a_video_elsewhere_keeps_its_price_by_size():
+    import base64
+
+    clip = "data:video/mp4;base64," + base64.b64encode(b"x" * 20_000).decode()
+    for model in ("gpt-4o", "gemini/gemini-2.0-flash", "ollama/gemma3"):
+        body = {"messages": [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": clip}}]}]}
+        assert TokenCounter.for_model(model).count_request(body).total < 3_100

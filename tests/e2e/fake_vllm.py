@@ -17,7 +17,7 @@ Binds 127.0.0.1 on a free port and prints ``READY <port>``. Like ``vllm serve`` 
   tokens and your request has M input tokens (K > N - M).``;
 * reports ``usage.prompt_tokens`` as that count. Every body it receives is appended to ``--record``.
 
-With ``--vision qwen2_vl|qwen3_vl|pixtral|llama4|gemma3`` it serves a vision model: each ``image_url`` part (a PNG data URL)
+With ``--vision qwen2_vl|qwen3_vl|pixtral|llama4|gemma3|llava_ov|internvl|...`` it serves a vision model: each ``image_url`` part (a PNG data URL)
 adds the visual tokens that model's image processor makes of it (``visual_tokens``: written from the processors'
 own code, independently of the gateway's formulas; an image it cannot read is refused as vLLM refuses it).
 
@@ -133,6 +133,72 @@ def _llama4(width: int, height: int, tile: int = 336, max_tiles: int = 16) -> in
     return 3 + 144 + (tiles * 145 if tiles > 1 else 0)
 
 
+def _best_resolution(height: int, width: int, pinpoints: list[tuple[int, int]]) -> tuple[int, int]:
+    """transformers' ``select_best_resolution`` (LLaVA-NeXT's and OneVision's anyres): the most of the image kept,
+    then the least waste."""
+    best, most, least = pinpoints[0], 0, float("inf")
+    for h, w in pinpoints:
+        scale = min(w / width, h / height)
+        kept = min(int(width * scale) * int(height * scale), width * height)
+        if kept > most or (kept == most and w * h - kept < least):
+            best, most, least = (h, w), kept, w * h - kept
+    return best
+
+
+def _llava_next(width: int, height: int, one_vision: bool = False) -> int:
+    """LLaVA-NeXT's (vLLM's ``get_llava_next_image_feature_size``) and LLaVA-OneVision's (transformers'
+    ``_get_number_of_features``) image features: the unpadded grid (OneVision's downsampled past 9 crops), a newline a
+    row, and the base view."""
+    tile, side = (384, 27) if one_vision else (336, 24)
+    pinpoints = [(tile * i, tile * j) for i in range(1, 7) for j in range(1, 7)] if one_vision else \
+        [(336, 672), (672, 336), (672, 672), (1008, 336), (336, 1008)]
+    grid_h, grid_w = _best_resolution(height, width, pinpoints)
+    rows, columns = side * (grid_h // tile), side * (grid_w // tile)
+    if width / height > columns / rows:
+        new_rows = int(height * (columns / width)) if one_vision else (height * columns) // width
+        rows -= 2 * ((rows - new_rows) // 2)
+    else:
+        new_columns = int(width * (rows / height)) if one_vision else (width * rows) // height
+        columns -= 2 * ((columns - new_columns) // 2)
+    features, newlines = rows * columns, rows
+    ratio = math.sqrt(rows * columns / (9 * side * side))
+    if one_vision and ratio > 1.1:
+        features, newlines = int(rows // ratio) * int(columns // ratio), int(rows // ratio)
+    return features + newlines + side * side
+
+
+def _idefics3(width: int, height: int, longest: int = 1456, tile: int = 364, per: int = 169) -> int:
+    """Idefics3 (and SmolVLM: 1,536, 384, 81): resized to ``longest`` on its longer side, a grid of tiles and the
+    global view, ``per`` tokens each, with their tags."""
+    if width >= height:
+        w, h = longest, int(longest / (width / height))
+    else:
+        w, h = int(longest * (width / height)), longest
+    h, w = max(h + h % 2, 1), max(w + w % 2, 1)
+    rows, columns = (math.ceil(h / tile), math.ceil(w / tile)) if h > tile or w > tile else (0, 0)
+    return (rows * columns + 1) * per + rows * columns * 2 + rows + 4
+
+
+def _internvl(width: int, height: int, max_tiles: int = 12, per: int = 256) -> int:
+    """InternVL's dynamic tiles of 448 px (the closest aspect ratio of at most 12) and a thumbnail, 256 each."""
+    ratios = sorted({(i, j) for n in range(1, max_tiles + 1) for i in range(1, n + 1) for j in range(1, n + 1)
+                     if i * j <= max_tiles}, key=lambda r: r[0] * r[1])
+    aspect, best, closest = width / height, (1, 1), float("inf")
+    for i, j in ratios:
+        distance = abs(aspect - i / j)
+        if distance < closest:
+            closest, best = distance, (i, j)
+        elif distance == closest and width * height > 0.5 * 448 * 448 * i * j:
+            best = (i, j)
+    tiles = best[0] * best[1]
+    return (tiles + (tiles != 1)) * per + 2
+
+
+#: processors that read every image as the same number of tokens
+FIXED = {"llava15": 576, "moondream": 729, "janus": 576, "chameleon": 1026, "paligemma": 4096, "minicpm": 960,
+         "gemma3": 1 + 1 + 256 + 1 + 1}  # Gemma3Processor: "\n\n<start_of_image>" + 256 + "<end_of_image>\n\n"
+
+
 def visual_tokens(kind: str, width: int, height: int) -> int:
     """The tokens a vision model's processor makes of a ``width`` x ``height`` image."""
     if kind in ("qwen2_vl", "qwen3_vl"):
@@ -145,9 +211,15 @@ def visual_tokens(kind: str, width: int, height: int) -> int:
         return _mistral(width, height, 28, 1540)
     if kind == "llama4":
         return _llama4(width, height)
-    if kind == "gemma3":  # Gemma3Processor: "\n\n<start_of_image>" + 256 image tokens + "<end_of_image>\n\n"
-        return 1 + 1 + 256 + 1 + 1
-    raise ValueError(kind)
+    if kind in ("llava_next", "llava_ov"):
+        return _llava_next(width, height, one_vision=kind == "llava_ov")
+    if kind == "idefics3":
+        return _idefics3(width, height)
+    if kind == "smolvlm":
+        return _idefics3(width, height, 1536, 384, 81)
+    if kind == "internvl":
+        return _internvl(width, height)
+    return FIXED[kind]
 
 
 def image_sizes(messages: list) -> list[tuple[int, int]]:

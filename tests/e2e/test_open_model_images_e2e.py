@@ -1,10 +1,11 @@
 """End to end: images on self-hosted vision models, counted as their servers count them.
 
-A real litellm proxy in front of five ``fake_vllm.py`` servers, each a vision model whose server adds the visual
+A real litellm proxy in front of seven ``fake_vllm.py`` servers, each a vision model whose server adds the visual
 tokens its image processor makes of every image (written from the processors' own code: Qwen3-VL's
 ``smart_resize`` over 32x32 patches, Pixtral's grid of 16x16 patches with a break a row, Llama 4's tiles, and
-Qwen2.5-VL's 28x28 patches behind a name no family keyword knows, ``hosted_vllm/my-vlm``), and a fifth, Gemma 3's
-256 soft tokens an image.
+Qwen2.5-VL's 28x28 patches behind a name no family keyword knows, ``hosted_vllm/my-vlm``), Gemma 3's 256 soft tokens
+an image, and two vision architectures built on known language families, LLaVA-OneVision (on Qwen2) and InternVL3
+(whose tiles do not follow the image's pixels).
 
 The gateway priced each image with OpenAI's tiles (765 at most, 85 with ``detail: low``), so one 3840x2160
 screenshot, 8,162 tokens on Qwen3-VL and 10,551 on Qwen2.5-VL, was counted as 765 and forwarded into a 6,000-token
@@ -40,7 +41,12 @@ SERVERS = {
     "llama4": ("meta-llama/Llama-4-Scout-17B-16E-Instruct", "llama4"),
     "unknown": ("my-vlm", "qwen2_vl"),
     "gemma": ("google/gemma-3-12b-it", "gemma3"),
+    # vision architectures built on a known language family (a review: priced by the family's formula)
+    "onevision": ("llava-hf/llava-onevision-qwen2-7b-ov-hf", "llava_ov"),
+    "internvl": ("OpenGVLab/InternVL3-8B", "internvl"),
 }
+#: a window of its own: an unknown vision model's image costs the most any encoder makes of it (8,900 at least)
+WINDOWS = {"unknown": 30_000, "onevision": 20_000}
 #: the groups whose three 3840x2160 images are over the window (Gemma reads any image as 260 tokens)
 LARGE = [group for group in SERVERS if group != "gemma"]
 SIZES = [(3840, 2160), (1024, 1024), (1000, 700), (300, 200)]
@@ -53,16 +59,16 @@ def proxy(tmp_path_factory):
     try:
         servers = {}
         for group, (model, vision) in SERVERS.items():
-            servers[group] = start_fake_vllm(folder, model, WINDOW, vision=vision, name=group)
+            servers[group] = start_fake_vllm(folder, model, WINDOWS.get(group, WINDOW), vision=vision, name=group)
             started.append(servers[group])
+        def entry(group: str, server: str, **params) -> dict:
+            return {"model_name": group, "litellm_params": {
+                "model": f"hosted_vllm/{SERVERS[server][0]}", "api_key": "fake-key",
+                "api_base": f"http://127.0.0.1:{servers[server].port}/v1", **params},
+                "model_info": {"max_input_tokens": WINDOWS.get(server, WINDOW)}}
         config = {
-            "model_list": [{"model_name": group, "litellm_params": {
-                "model": f"hosted_vllm/{SERVERS[group][0]}", "api_key": "fake-key",
-                "api_base": f"http://127.0.0.1:{server.port}/v1"}, "model_info": {"max_input_tokens": WINDOW}}
-                for group, server in servers.items()] + [{"model_name": "operator_set", "litellm_params": {
-                    "model": f"hosted_vllm/{SERVERS['qwen3vl'][0]}", "api_key": "fake-key",
-                    "api_base": f"http://127.0.0.1:{servers['qwen3vl'].port}/v1",
-                    "mm_processor_kwargs": {"max_pixels": 1_000_000}}, "model_info": {"max_input_tokens": WINDOW}}],
+            "model_list": [*(entry(group, group) for group in servers),
+                           entry("operator_set", "qwen3vl", mm_processor_kwargs={"max_pixels": 1_000_000})],
             "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin"], "num_retries": 0},
             "callback_settings": {"budget_hook": {}},
         }
@@ -109,7 +115,7 @@ def test_an_image_over_the_window_never_reaches_the_server(proxy, group):
     response = post(process, "/v1/chat/completions", request)
     assert response.status_code == 400, response.text[:300]
     assert response.headers["x-budget-decision"] == "blocked"
-    assert int(response.headers["x-budget-tokens-before"]) > WINDOW
+    assert int(response.headers["x-budget-tokens-before"]) > WINDOWS.get(group, WINDOW)
     assert payloads_with(servers[group], tag) == []
 
 

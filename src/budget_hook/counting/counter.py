@@ -399,13 +399,17 @@ class TokenCounter:
             return 0, audio_tokens(part["input_audio"].get("data"))
         if kind in ("video_url", "audio_url"):  # by URL: the flat estimate of content not in the request; inline: size
             url = part[kind].get("url") if isinstance(part.get(kind), Mapping) else part.get(kind)
-            return 0, file_tokens({"file_data": url} if isinstance(url, str) and url.startswith("data:") else {})
+            tokens = file_tokens({"file_data": url} if isinstance(url, str) and url.startswith("data:") else {})
+            return 0, max(tokens, images.video_floor(self.profile.image_formula)) if kind == "video_url" else tokens
         if kind == "file" and isinstance(part.get("file"), Mapping):
             text = file_text(part["file"])  # a text file is counted as the text it is
             if text is not None:
                 return self.count_text(text) + FILE_FRAMING_TOKENS, 0
-            return 0, file_tokens(part["file"], pdf_page_tokens=self.profile.pdf_page_tokens,
-                                  pdf_min_tokens=self.profile.pdf_min_tokens)
+            data = part["file"].get("file_data")  # a video: at least an open model's frames
+            inline_video = isinstance(data, str) and data[:11].lower() == "data:video/"
+            video = images.video_floor(self.profile.image_formula) if inline_video else 0
+            return 0, max(video, file_tokens(part["file"], pdf_page_tokens=self.profile.pdf_page_tokens,
+                                             pdf_min_tokens=self.profile.pdf_min_tokens))
         if type(kind) is ViewPart:
             if kind == THOUGHT_SIGNATURE:
                 # billed as input when replayed; base64, so counted per character, not as text

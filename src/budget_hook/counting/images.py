@@ -247,9 +247,20 @@ def llama4_tokens(width: int, height: int) -> int:
     return LLAMA4_TILE_TOKENS + LLAMA4_FRAMING + (tiles * (LLAMA4_TILE_TOKENS + 1) if tiles > 1 else 0)
 
 
-def gemma_tokens(width: int, height: int) -> int:
-    """Tokens of any image on Gemma 3 and 3n (``providers/gemini.GEMMA_IMAGE_TOKENS``)."""
-    return _gemini.GEMMA_IMAGE_TOKENS
+#: open vision models whose processors read an image of any size as at most this many tokens (many resize every image
+#: to a grid of their own, whatever its size): Gemma 3's 256 soft tokens and markers; LLaVA 1.5 576, LLaVA-NeXT's 2x2
+#: grid of 336 px with its base view and row ends 2,928; LLaVA-OneVision's crops of 729 downsampled past 9 and its
+#: base view, about 8,800 at most; Idefics3's 4x4 grid of 364 px and global view, 169 each with their tags, 2,913
+#: (SmolVLM's 1,417); InternVL's 12 tiles and thumbnail of 256, 3,330; MiniCPM-V's 9 slices and source of 96 (2.5)
+#: or 64, with their markers; Moondream 729; Janus 576; Chameleon 1,024 and 2 markers; PaliGemma 4,096 at 896 px
+FIXED_ENCODERS: dict[str, int] = {
+    "gemma": _gemini.GEMMA_IMAGE_TOKENS, "llava": 2_930, "llava_onevision": 8_900, "idefics": 2_920,
+    "internvl": 3_330, "minicpm": 1_100, "moondream": 731, "janus": 578, "chameleon": 1_026, "paligemma": 4_098,
+}
+
+
+def _fixed(tokens: int, width: int, height: int) -> int:
+    return tokens
 
 
 #: an open model's vision encoder by its formula's name (``providers/open_models.image_formula``): the tokens of an
@@ -259,8 +270,21 @@ OPEN_ENCODERS: dict[str, tuple[Callable[[int, int], int], int]] = {
     "qwen3_vl": (qwen3_vl_tokens, QWEN3_VL_MAX_PIXELS // QWEN3_VL_PATCH ** 2 + QWEN_VL_FRAMING),
     "pixtral": (pixtral_tokens, max((edge // patch) * (edge // patch + 1) for patch, edge in PIXTRAL_GRIDS)),
     "llama4": (llama4_tokens, llama4_tokens(LLAMA4_TILE * LLAMA4_MAX_TILES, LLAMA4_TILE)),
-    "gemma": (gemma_tokens, _gemini.GEMMA_IMAGE_TOKENS),
+    **{name: (functools.partial(_fixed, tokens), tokens) for name, tokens in FIXED_ENCODERS.items()},
 }
+
+
+#: the fewest tokens a video costs on an open model that reads videos (vLLM samples a video's frames whatever its bytes:
+#: Qwen2/2.5-VL 32 frames, two a group of at most 768 tokens, 12,290 with its markers; Qwen3-VL up to 16,777,216
+#: pixels of all its frames in 32x32 patches, 24,576, and a timestamp a group; the bound, for an encoder not known
+#: here, the most of them). 0: priced by its size alone (``media.file_tokens``)
+VIDEO_FLOORS = {"qwen_vl": 12_290, "qwen3_vl": 24_700, "open_bound": 24_700, "llava_onevision": 24_700,
+                "internvl": 24_700, "minicpm": 24_700}
+
+
+def video_floor(formula: str) -> int:
+    """The fewest tokens a video costs on a model whose images ``formula`` prices (``VIDEO_FLOORS``)."""
+    return VIDEO_FLOORS.get(formula, 0)
 
 
 def open_model_image_tokens(formula: str, size: tuple[int, int] | None) -> int:

@@ -202,6 +202,9 @@ def _family_profile(model: str | None, base_model: str | None) -> TokenizerProfi
         # OpenAI embeddings and legacy completion models: cl100k_base over the raw text, no chat framing.
         return TokenizerProfile("openai", "cl100k_base", exact=True)
     family = next((fam for fam, words in _FAMILY_KEYWORDS if any(w in name for w in words)), "unknown")
+    own = _openai_own(base_model or model)
+    # how its images are priced: an open model's own encoder, by its name (``providers/open_models.image_formula``)
+    images = "openai_tiles" if own else _open_models.image_formula(name, "gemma" if "gemma" in name else family, raw)
     if family == "anthropic":
         return anthropic_profile(name)
     if family == "gemini":
@@ -209,14 +212,14 @@ def _family_profile(model: str | None, base_model: str | None) -> TokenizerProfi
         if "gemma" not in name:
             return profile
         profile = replace(profile, generation="gemma", **_gemini.GEMMA_TERMS)
-        return replace(profile, image_formula=_open_models.image_formula(name, "gemma", raw) or profile.image_formula)
+        return replace(profile, image_formula=images or profile.image_formula)
     if family == "mistral" and family_tokenizers.available("mistral"):
-        return TokenizerProfile("mistral", "mistral", exact=False, safety_factor=1.0, image_formula="pixtral",
+        return TokenizerProfile("mistral", "mistral", exact=False, safety_factor=1.0, image_formula=images,
                                 **_open_models.MISTRAL_TERMS)
     if family == "qwen":
         terms = {**_open_models.QWEN_TERMS, "reply_priming": _open_models.QWEN_TERMS["reply_priming"] +
                  (_open_models.QWEN2_DEFAULT_SYSTEM if "qwen2" in name or "qwen-2" in name else 0),
-                 "image_formula": _open_models.image_formula(name, family, raw)}
+                 "image_formula": images}
         vocabulary = "qwen3.5" if any(v in name for v in ("qwen3.5", "qwen3.6", "qwen3-5", "qwen3-6")) else "qwen"
         if family_tokenizers.available(vocabulary):  # the optional vocabulary: text exact, no digit bound
             return TokenizerProfile("qwen", vocabulary, exact=False, safety_factor=1.0, generation="qwen",
@@ -224,21 +227,20 @@ def _family_profile(model: str | None, base_model: str | None) -> TokenizerProfi
         return TokenizerProfile("qwen", "cl100k_base", exact=False, safety_factor=_open_models.QWEN_TEXT_FACTOR,
                                 generation="qwen", **terms)
     if family == "deepseek":
-        terms = {**_open_models.DEEPSEEK_TERMS, "image_formula": _open_models.image_formula(name, family, raw)}
+        terms = {**_open_models.DEEPSEEK_TERMS, "image_formula": images}
         if family_tokenizers.available("deepseek"):  # the optional vocabulary: text exact
             return TokenizerProfile("deepseek", "deepseek", exact=False, safety_factor=1.0, generation="deepseek",
                                     **terms)
         return TokenizerProfile("deepseek", "o200k_base", exact=False, safety_factor=_open_models.DEEPSEEK_TEXT_FACTOR,
                                 generation="deepseek", run_aware=True, **terms)
     if family == "llama" and _open_models.LLAMA3.search(name) and family_tokenizers.available("llama3"):
-        return TokenizerProfile("llama", "llama3", exact=False, safety_factor=1.0, **_open_models.LLAMA31_TERMS)
+        return TokenizerProfile("llama", "llama3", exact=False, safety_factor=1.0, image_formula=images,
+                                **_open_models.LLAMA31_TERMS)
     # No tokenizer of its own offline: o200k with the measured-worst factor and a bound for the text that
     # other tokenizers split far more finely than o200k (runs of newlines, spaces, one letter; digits;
     # non-Latin scripts), so adversarial text is never under-counted.
-    own = _openai_own(base_model or model)
     return TokenizerProfile(family, "o200k_base", exact=False, safety_factor=UNMEASURED_SAFETY_FACTOR,
-                            run_aware=True, digits_as_tokens=True, tools_whole=not own,
-                            image_formula="openai_tiles" if own else _open_models.image_formula(name, family, raw))
+                            run_aware=True, digits_as_tokens=True, tools_whole=not own, image_formula=images)
 
 
 def _openai_own(model: str | None) -> bool:

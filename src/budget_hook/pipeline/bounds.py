@@ -112,7 +112,10 @@ def body_problem(body: Mapping[str, Any], fields: Iterable[str], *, client_body:
                                      f"{hidden.removeprefix('extra_body.')} at the top level of the request")
     if client_body and "user_config" in body:  # LiteLLM routes it with a router of the client's (route_llm_request)
         return MalformedRequestError("user_config", CLIENT_ROUTER_REMEDY)
-    added = prompt_parameter(body, tuple(prompt_fields)) if client_body else None
+    fields = tuple(fields)
+    # a shape's own prompt fields in a body of that shape (without its content, its own check names what is missing)
+    own = tuple(prompt_fields) if any(name in body for name in fields) else ()
+    added = prompt_parameter(body, own) if client_body else None
     if added is not None:
         return MalformedRequestError(added, prompt_parameter_remedy(added))
     path = too_deep(body, (*fields, *PROMPT_FIELDS, "extra_body"))  # what the count walks besides the content

@@ -74,30 +74,57 @@ QWEN3_VISION = ("qwen3-vl", "qwen3vl", "qwen3-omni", "qwen3.5", "qwen3.6", "qwen
 CLOSED_PROVIDERS = ("xai/", "cohere/", "cohere_chat/", "bedrock/", "ai21/", "ai21_chat/", "perplexity/")
 
 
+#: vision architectures by a word of their name, checked before the language family they are built on (LLaVA-NeXT on
+#: Mistral 7B reads LLaVA's grid, not Pixtral's; LLaVA-OneVision on Qwen2 its crops, not OpenAI's tiles): the formula of
+#: each (``counting/images.FIXED_ENCODERS``)
+VISION_NAMES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("llava-onevision", "llava-ov", "onevision"), "llava_onevision"),
+    (("llava",), "llava"),  # 1.5, 1.6 / NeXT, interleave (729), BakLLaVA, LLaVA-Llama3, LLaVA-Phi3
+    (("idefics", "smolvlm"), "idefics"),
+    (("internvl", "nvlm"), "internvl"),
+    (("minicpm-v", "minicpm-o", "minicpm-llama3-v"), "minicpm"),
+    (("moondream",), "moondream"),
+    (("janus",), "janus"),
+    (("chameleon",), "chameleon"),
+    (("paligemma",), "paligemma"),
+)
+#: words that mark a vision model built on a known language family that no formula here knows (Llama-3.1-Nemotron-
+#: Nano-VL, DeepSeek-VL2, DeepSeek-OCR, a later Qwen-VL): the open-model bound
+VISION_MARKS = ("vl", "vision", "multimodal", "omni", "ocr")
+
+
 def image_formula(name: str, family: str, model: str) -> str:
     """How an image is priced on a model of ``family`` named ``name`` (the bare name; ``model``: the deployment's
     whole, provider prefix included), ``counting/images.py``'s formula names. An open model's server reads
     every image whole with the model's own encoder (``detail`` ignored): Qwen-VL's patches, Mistral's (Pixtral)
     grid, Llama 4's tiles, Gemma's 256 soft tokens; a vision model of a family not known here (a
     self-hosted ``hosted_vllm/...``, ``openai/...`` on a server of its own) the most any of these encoders takes.
-    Other models: OpenAI's tiles; ``""``: the family profile's own (Gemma on Google's servers, PaliGemma: Gemini's
-    tiles)."""
+    A vision architecture is known by its own name before the language family it is built on (``VISION_NAMES``).
+    Other models: OpenAI's tiles; ``""``: the family profile's own (Gemma on Google's servers)."""
     spelled = name.replace("_", "-").replace(" ", "-")
+    if family == "gemma" and model.startswith(("gemini/", "vertex_ai/", "vertex_ai_beta/", "vertex_ai-")):
+        return ""  # Google's servers: billed as the Gemini API and Vertex AI bill images
+    architecture = next((formula for words, formula in VISION_NAMES if any(w in spelled for w in words)), None)
+    if architecture is not None:
+        return architecture
+    marked = any(mark in spelled for mark in VISION_MARKS)
     if family == "qwen":
         if QWEN_VL.search(name) or "qwen2.5-omni" in spelled or "qwen2-5-omni" in spelled:
             return "qwen_vl"
         if any(word in spelled for word in QWEN3_VISION):
             return "qwen3_vl"
-        return "open_bound" if "vl" in spelled or "omni" in spelled else "openai_tiles"
+        return "open_bound" if marked else "openai_tiles"
     if family == "mistral":
         return "pixtral"
     if family == "llama":
-        return "llama4" if any(word in spelled for word in ("llama-4", "llama4")) else "openai_tiles"
+        if any(word in spelled for word in ("llama-4", "llama4")):
+            return "llama4"
+        # Llama 3.2 Vision reads images by cross-attention: an image is one token of the prompt
+        return "open_bound" if marked and "3.2" not in spelled and "3-2" not in spelled else "openai_tiles"
     if family == "deepseek":  # DeepSeek-VL2 and DeepSeek-OCR read tiles of their own; its chat models no image
-        return "open_bound" if "vl" in spelled or "ocr" in spelled else "openai_tiles"
-    if family == "gemma":  # "": as the Gemini API and Vertex AI bill images (Google's servers; PaliGemma's 4,096)
-        served_by_google = model.startswith(("gemini/", "vertex_ai/", "vertex_ai_beta/", "vertex_ai-"))
-        return "" if served_by_google or "paligemma" in spelled else "gemma"
+        return "open_bound" if marked else "openai_tiles"
+    if family == "gemma":
+        return "gemma"
     if family == "unknown":
         return "openai_tiles" if model.startswith(CLOSED_PROVIDERS) else "open_bound"
     return "openai_tiles"
