@@ -33,7 +33,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .harness import HERE, start_fake_provider, start_proxy
+from .harness import HERE, model_entry, start_fake_provider, start_proxy
 
 UPSTREAM_MODELS = {"mistral-small-4k": 4000, "gpt-4o-16k-down": 16000, "gpt-4o-4k": 4000, "gpt-4o-6k": 6000, "gpt-4o-8k": 8000, "gpt-4o-16k": 16000,
                    "claude-sonnet-4-5-4k": 4000, "text-embedding-3-small-1k": 1000, "gpt-4o-20k": 20000,
@@ -58,43 +58,27 @@ BUDGET_HOOK_SETTINGS = {
 
 
 def proxy_config(upstream_port: int, settings: dict) -> dict:
-    api_base = f"http://127.0.0.1:{upstream_port}/v1"
-
-    def deployment(group: str, model: str, window: int | None) -> dict:
-        entry = {"model_name": group, "litellm_params": {"model": f"openai/{model}", "api_base": api_base,
-                                                          "api_key": "fake-key"}}
-        if window:
-            entry["model_info"] = {"max_input_tokens": window}
-        return entry
-
+    base = f"http://127.0.0.1:{upstream_port}"  # Anthropic's and Azure's; OpenAI-style ones add /v1
+    api_base = f"{base}/v1"
     return {
         "model_list": [
-            deployment("agent", "gpt-4o-8k", 8000),
-            deployment("small", "gpt-4o-4k", 4000),
-            deployment("discovered", "gpt-4o-6k", None),
-            deployment("mixed", "gpt-4o-16k", 16000),
-            deployment("mixed", "gpt-4o-4k", 4000),
-            deployment("unstable", "gpt-4o-16k-down", 16000),
-            deployment("mistral", "mistral-small-4k", 4000),
-            {**deployment("pinned", "gpt-4o-4k", None), "model_info": {"id": "dep-4k-1", "max_input_tokens": 4000}},
-            deployment("shadowed", "gpt-4o-4k", 4000),
-            deployment("wild/*", "*", None),
-            deployment("emb", "text-embedding-3-small-1k", 1000),
-            deployment("codex", "gpt-4o-20k", 20000),
+            model_entry("agent", "openai/gpt-4o-8k", api_base, 8000),
+            model_entry("small", "openai/gpt-4o-4k", api_base, 4000),
+            model_entry("discovered", "openai/gpt-4o-6k", api_base),
+            model_entry("mixed", "openai/gpt-4o-16k", api_base, 16000),
+            model_entry("mixed", "openai/gpt-4o-4k", api_base, 4000),
+            model_entry("unstable", "openai/gpt-4o-16k-down", api_base, 16000),
+            model_entry("mistral", "openai/mistral-small-4k", api_base, 4000),
+            model_entry("pinned", "openai/gpt-4o-4k", api_base, 4000, model_id="dep-4k-1"),
+            model_entry("shadowed", "openai/gpt-4o-4k", api_base, 4000),
+            model_entry("wild/*", "openai/*", api_base),
+            model_entry("emb", "openai/text-embedding-3-small-1k", api_base, 1000),
+            model_entry("codex", "openai/gpt-4o-20k", api_base, 20000),
             # router models of the pass-through routes that call the router directly (tests/e2e/test_routes_e2e.py)
-            {**deployment("vllm-small", "gpt-4o-4k", 4000),
-             "litellm_params": {"model": "hosted_vllm/gpt-4o-4k", "api_base": api_base, "api_key": "fake-key"}},
-            {**deployment("azure-small", "gpt-4o-4k", 4000),
-             "litellm_params": {"model": "azure/gpt-4o-4k", "api_base": api_base.removesuffix("/v1"),
-                                "api_key": "fake-key", "api_version": "2024-10-21"}},
-            {"model_name": "claude", "litellm_params": {"model": "anthropic/claude-sonnet-4-5-4k",
-                                                        "api_base": f"http://127.0.0.1:{upstream_port}",
-                                                        "api_key": "fake-key"},
-             "model_info": {"max_input_tokens": 4000}},
-            {"model_name": "claude-sonnet-4-5", "litellm_params": {"model": "anthropic/claude-sonnet-4-5-100k",
-                                                                   "api_base": f"http://127.0.0.1:{upstream_port}",
-                                                                   "api_key": "fake-key"},
-             "model_info": {"max_input_tokens": 100000}},
+            model_entry("vllm-small", "hosted_vllm/gpt-4o-4k", api_base, 4000),
+            model_entry("azure-small", "azure/gpt-4o-4k", base, 4000, api_version="2024-10-21"),
+            model_entry("claude", "anthropic/claude-sonnet-4-5-4k", base, 4000),
+            model_entry("claude-sonnet-4-5", "anthropic/claude-sonnet-4-5-100k", base, 100000),
         ],
         "router_settings": {"model_group_alias": {"alias-small": "small"}, "fallbacks": [{"unstable": ["small"]}]},
         # "prometheus": LiteLLM's own integration, whose /metrics serves budget_hook's series too

@@ -88,6 +88,21 @@ class Process:
             self.popen.wait(timeout=15)
 
 
+def model_entry(group: str, model: str, api_base: str, window: int | None = None, *,
+                api_key: str | None = "fake-key", model_id: str | None = None, model_info: dict | None = None,
+                **params: object) -> dict:
+    """One ``model_list`` entry: group ``group`` served by ``model`` (with its provider prefix) at ``api_base``.
+
+    ``litellm_params`` are model, api_base, api_key (none when ``api_key`` is None, as for AWS-signed Bedrock)
+    and then ``params``; ``model_info`` is ``model_id`` as the id, ``window`` as max_input_tokens and then
+    ``model_info``'s own keys, and is left out when all are empty (LiteLLM's model map gives the window)."""
+    litellm_params = {"model": model, "api_base": api_base, **({} if api_key is None else {"api_key": api_key}),
+                      **params}
+    info = {**({} if model_id is None else {"id": model_id}),
+            **({"max_input_tokens": window} if window else {}), **(model_info or {})}
+    return {"model_name": group, "litellm_params": litellm_params, **({"model_info": info} if info else {})}
+
+
 def start_fake_provider(workdir: Path, models: dict[str, int], *, record: bool = True, instant: bool = False,
                         flags: list[str] | None = None) -> Process:
     """``record``: keep every payload (tests); off for load runs. ``instant``: answer without checks.

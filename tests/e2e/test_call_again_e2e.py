@@ -26,7 +26,7 @@ import json
 import httpx
 import pytest
 
-from .harness import MASTER_KEY, payloads_with, serve_config, start_fake_provider
+from .harness import MASTER_KEY, model_entry, payloads_with, serve_config, start_fake_provider
 
 pytestmark = pytest.mark.e2e
 
@@ -45,19 +45,13 @@ def proxy(tmp_path_factory):
     folder = tmp_path_factory.mktemp("call_again")
     upstream = start_fake_provider(folder, {"llama-8k": WINDOW, "gpt-4o-8k": WINDOW, "gpt-4o-32k-down": 32000},
                                    flags=["--chains"])
+    base = f"http://127.0.0.1:{upstream.port}/v1"
     config = {
-        "model_list": [{"model_name": "bridged", "model_info": {"max_input_tokens": WINDOW},
-                        "litellm_params": {"model": "groq/llama-8k", "api_key": "fake-key",
-                                           "api_base": f"http://127.0.0.1:{upstream.port}/v1"}},
+        "model_list": [model_entry("bridged", "groq/llama-8k", base, WINDOW),
                        # /v1/messages reaches it as a Responses call (LiteLLM's adapter), retried by its own setting
-                       {"model_name": "gpt", "model_info": {"max_input_tokens": WINDOW},
-                        "litellm_params": {"model": "openai/gpt-4o-8k", "api_key": "fake-key", "num_retries": 2,
-                                           "api_base": f"http://127.0.0.1:{upstream.port}/v1"}},
+                       model_entry("gpt", "openai/gpt-4o-8k", base, WINDOW, num_retries=2),
                        # a 32k group that answers 500, falling back to the 8k one (retried by its own setting)
-                       *({"model_name": name, "model_info": {"max_input_tokens": 32000},
-                          "litellm_params": {"model": "openai/gpt-4o-32k-down", "api_key": "fake-key",
-                                             "api_base": f"http://127.0.0.1:{upstream.port}/v1"}}
-                         for name in ("big", "big-off"))],
+                       *(model_entry(name, "openai/gpt-4o-32k-down", base, 32000) for name in ("big", "big-off"))],
         "router_settings": {"fallbacks": [{"big": ["gpt"]}, {"big-off": ["gpt"]}]},
         # the operator's retries: LiteLLM 1.103 retried the bridge's refused inner call without the hooks
         "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 2},

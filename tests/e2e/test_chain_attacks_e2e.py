@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from .conftest import write_config
-from .harness import MASTER_KEY, Process, start_fake_provider, start_proxy, upstream_payloads
+from .harness import MASTER_KEY, Process, model_entry, start_fake_provider, start_proxy, upstream_payloads
 
 pytestmark = pytest.mark.e2e
 
@@ -43,12 +43,9 @@ def proxy(tmp_path_factory):
     up = start_fake_provider(folder, {"gpt-4o-8k": 8000}, flags=["--chains"])
     base = f"http://127.0.0.1:{up.port}/v1"
     cfg = {"model_list": [
-        {"model_name": "chain", "litellm_params": {"model": "openai/gpt-4o-8k", "api_base": base, "api_key": "k"},
-         "model_info": {"max_input_tokens": 8000}},
-        {"model_name": "chain-chat", "litellm_params": {"model": "openai/responses/gpt-4o-8k", "api_base": base,
-                                                        "api_key": "k"}, "model_info": {"max_input_tokens": 8000}},
-        {"model_name": "big", "litellm_params": {"model": "openai/gpt-4o-missing", "api_base": base, "api_key": "k"},
-         "model_info": {"max_input_tokens": 32000}}],
+        model_entry("chain", "openai/gpt-4o-8k", base, 8000, api_key="k"),
+        model_entry("chain-chat", "openai/responses/gpt-4o-8k", base, 8000, api_key="k"),
+        model_entry("big", "openai/gpt-4o-missing", base, 32000, api_key="k")],
         "router_settings": {"fallbacks": [{"big": ["chain"]}]},
         "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin"], "num_retries": 0},
         "callback_settings": {"budget_hook": {"mode": "enforce", "learning": {"enabled": False}}},

@@ -14,7 +14,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from .harness import MASTER_KEY, payloads_with, serve_config, start_fake_provider
+from .harness import MASTER_KEY, model_entry, payloads_with, serve_config, start_fake_provider
 
 pytestmark = pytest.mark.e2e
 
@@ -28,12 +28,9 @@ def proxy(tmp_path_factory):
     folder = tmp_path_factory.mktemp("client_router")
     upstream = start_fake_provider(folder, {"gpt-4o-20k": 20000, "gpt-4o-8k": 8000, "gpt-4o-1100": 1100})
     api_base = f"http://127.0.0.1:{upstream.port}/v1"
-
-    def deployment(group: str, model: str, window: int) -> dict:
-        return {"model_name": group, "model_info": {"id": f"dep-{group}", "max_input_tokens": window},
-                "litellm_params": {"model": f"openai/{model}", "api_base": api_base, "api_key": "fake-key"}}
     config = {
-        "model_list": [deployment("big", "gpt-4o-20k", 20000), deployment("watched", "gpt-4o-8k", 8000)],
+        "model_list": [model_entry("big", "openai/gpt-4o-20k", api_base, 20000, model_id="dep-big"),
+                       model_entry("watched", "openai/gpt-4o-8k", api_base, 8000, model_id="dep-watched")],
         "general_settings": {"allow_client_side_credentials": True},
         "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
         "callback_settings": {"budget_hook": {"models": {"watched": {"mode": "shadow"}}}},
@@ -47,11 +44,7 @@ def chat(process, body: dict) -> httpx.Response:
 
 
 def client_router(group: str, model: str, api_base: str, deployment_id: str | None = None) -> dict:
-    entry: dict = {"model_name": group, "litellm_params": {"model": f"openai/{model}", "api_base": api_base,
-                                                           "api_key": "fake-key"}}
-    if deployment_id is not None:
-        entry["model_info"] = {"id": deployment_id}
-    return {"model_list": [entry]}
+    return {"model_list": [model_entry(group, f"openai/{model}", api_base, model_id=deployment_id)]}
 
 
 def test_a_router_of_the_clients_own_is_a_400_naming_it(proxy):

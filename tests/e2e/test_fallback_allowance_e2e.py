@@ -17,7 +17,15 @@ import pytest
 
 from budget_hook.counting import TokenCounter
 
-from .harness import MASTER_KEY, free_port, serve_config, start_fake_provider, upstream_payloads, wait_for_record
+from .harness import (
+    MASTER_KEY,
+    free_port,
+    model_entry,
+    serve_config,
+    start_fake_provider,
+    upstream_payloads,
+    wait_for_record,
+)
 
 pytestmark = pytest.mark.e2e
 WINDOW = 16_000
@@ -28,12 +36,10 @@ COUNTER = TokenCounter.for_model("gpt-4o")
 def served(tmp_path_factory):
     folder = tmp_path_factory.mktemp("fallback_allowance")
     upstream = start_fake_provider(folder, {"gpt-4o-16k": WINDOW})
-
-    def deployment(group: str, port: int, **own: object) -> dict:
-        return {"model_name": group, "model_info": {"max_input_tokens": WINDOW}, "litellm_params": {
-            "model": "openai/gpt-4o-16k", "api_base": f"http://127.0.0.1:{port}/v1", "api_key": "fake-key", **own}}
-    config = {"model_list": [deployment("flaky", free_port()), deployment("steady", upstream.port),
-                             deployment("unlimited", upstream.port, max_tokens=-1)],
+    base, model = f"http://127.0.0.1:{upstream.port}/v1", "openai/gpt-4o-16k"
+    config = {"model_list": [model_entry("flaky", model, f"http://127.0.0.1:{free_port()}/v1", WINDOW),
+                             model_entry("steady", model, base, WINDOW),
+                             model_entry("unlimited", model, base, WINDOW, max_tokens=-1)],
               "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
               "router_settings": {"disable_cooldowns": True},
               "callback_settings": {"budget_hook": {}}}

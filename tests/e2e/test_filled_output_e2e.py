@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import MASTER_KEY, Process, payloads_with, serve_config, start_fake_provider
+from .harness import MASTER_KEY, Process, model_entry, payloads_with, serve_config, start_fake_provider
 
 pytestmark = pytest.mark.e2e
 
@@ -30,19 +30,13 @@ def servers(tmp_path_factory):
     folder = tmp_path_factory.mktemp("filled_output")
     upstream = start_fake_provider(folder, {SONNET: 200_000, BEDROCK: 200_000})
     base = f"http://127.0.0.1:{upstream.port}"
-
-    def claude(group: str, window: int, output: int) -> dict:
-        return {"model_name": group, "model_info": {"max_input_tokens": window, "max_output_tokens": output},
-                "litellm_params": {"model": f"anthropic/{SONNET}", "api_base": base, "api_key": "fake-key"}}
-
-    def bedrock(group: str, window: int) -> dict:
-        return {"model_name": group, "model_info": {"max_input_tokens": window},
-                "litellm_params": {"model": f"bedrock/{BEDROCK}", "api_base": base, **AWS}}
-
+    sonnet, bedrock = f"anthropic/{SONNET}", f"bedrock/{BEDROCK}"
     config = {
         # two groups of one model: the one registered last writes the model's shared entry
-        "model_list": [claude("claude-small", 20_000, 2_000), claude("claude-big", 200_000, 64_000),
-                       bedrock("claude37", 40_000), bedrock("claude37-wide", 200_000)],
+        "model_list": [model_entry("claude-small", sonnet, base, 20_000, model_info={"max_output_tokens": 2_000}),
+                       model_entry("claude-big", sonnet, base, 200_000, model_info={"max_output_tokens": 64_000}),
+                       model_entry("claude37", bedrock, base, 40_000, api_key=None, **AWS),
+                       model_entry("claude37-wide", bedrock, base, 200_000, api_key=None, **AWS)],
         "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
         "callback_settings": {"budget_hook": {}},
     }

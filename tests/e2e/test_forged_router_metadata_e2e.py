@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from .harness import payloads_with, post, serve_config, start_fake_provider
+from .harness import model_entry, payloads_with, post, serve_config, start_fake_provider
 
 pytestmark = pytest.mark.e2e
 
@@ -21,12 +21,8 @@ def proxy(tmp_path_factory):
     folder = tmp_path_factory.mktemp("forged_router_metadata")
     upstream = start_fake_provider(folder, {"gpt-4o-4k": 4000, "gpt-4o-3900": 3900})
     base = f"http://127.0.0.1:{upstream.port}/v1"
-
-    def deployment(group: str, model: str, deployment_id: str, window: int) -> dict:
-        return {"model_name": group, "litellm_params": {"model": f"openai/{model}", "api_base": base, "api_key": "k"},
-                "model_info": {"id": deployment_id, "max_input_tokens": window}}
-    config = {"model_list": [deployment("strict", "gpt-4o-4k", "dep-strict", 4000),
-                             deployment("lax", "gpt-4o-3900", "dep-lax", 3900)],
+    config = {"model_list": [model_entry("strict", "openai/gpt-4o-4k", base, 4000, api_key="k", model_id="dep-strict"),
+                             model_entry("lax", "openai/gpt-4o-3900", base, 3900, api_key="k", model_id="dep-lax")],
               "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
               "callback_settings": {"budget_hook": {"models": {"lax": {"mode": "shadow"}}}}}
     yield from serve_config(folder, config, upstream)

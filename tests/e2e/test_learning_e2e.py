@@ -32,7 +32,15 @@ from budget_hook.counting import TokenCounter
 from budget_hook.shapes.anthropic import count_anthropic
 
 from .conftest import write_config
-from .harness import Process, free_port, start_fake_provider, start_proxy, upstream_payloads, wait_for_record
+from .harness import (
+    Process,
+    free_port,
+    model_entry,
+    start_fake_provider,
+    start_proxy,
+    upstream_payloads,
+    wait_for_record,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -69,30 +77,19 @@ def stop(popen: subprocess.Popen) -> None:
 
 
 def config(heavy: Process, counting: Process, slow: Process, redis_port: int) -> dict:
-    def openai(group: str, model: str, window: int, deployment: str) -> dict:
-        return {"model_name": group, "litellm_params": {"model": f"openai/{model}", "api_key": "fake-key",
-                                                         "api_base": f"http://127.0.0.1:{heavy.port}/v1"},
-                "model_info": {"id": deployment, "max_input_tokens": window}}
-
-    def claude(group: str, upstream: Process) -> dict:
-        return {"model_name": group, "litellm_params": {"model": "anthropic/claude-sonnet-4-5-4k", "api_key": "fake-key",
-                                                         "api_base": f"http://127.0.0.1:{upstream.port}"},
-                "model_info": {"id": f"{group}-dep", "max_input_tokens": 4000}}
-
-    counting_base = f"http://127.0.0.1:{counting.port}"
+    heavy_base, counting_base = f"http://127.0.0.1:{heavy.port}/v1", f"http://127.0.0.1:{counting.port}"
+    claude = "anthropic/claude-sonnet-4-5-4k"
     return {
-        "model_list": [openai("learn", "gpt-4o-8k", 8000, "learn-dep"),
+        "model_list": [model_entry("learn", "openai/gpt-4o-8k", heavy_base, 8000, model_id="learn-dep"),
                        # the config claims more than the provider serves (4,000)
-                       openai("liar", "gpt-4o-4k", 16000, "liar-dep"),
-                       claude("claude-count", counting), claude("claude-slow", slow),
-                       {"model_name": "responses-count",
-                        "litellm_params": {"model": "openai/gpt-4o-4k", "api_key": "fake-key",
-                                           "api_base": f"{counting_base}/v1"},
-                        "model_info": {"id": "responses-count-dep", "max_input_tokens": 4000}},
-                       {"model_name": "gemini-count",
-                        "litellm_params": {"model": "gemini/gemini-2.5-flash-4k", "api_key": "fake-key",
-                                           "api_base": counting_base},
-                        "model_info": {"id": "gemini-count-dep", "max_input_tokens": 4000}}],
+                       model_entry("liar", "openai/gpt-4o-4k", heavy_base, 16000, model_id="liar-dep"),
+                       model_entry("claude-count", claude, counting_base, 4000, model_id="claude-count-dep"),
+                       model_entry("claude-slow", claude, f"http://127.0.0.1:{slow.port}", 4000,
+                                   model_id="claude-slow-dep"),
+                       model_entry("responses-count", "openai/gpt-4o-4k", f"{counting_base}/v1", 4000,
+                                   model_id="responses-count-dep"),
+                       model_entry("gemini-count", "gemini/gemini-2.5-flash-4k", counting_base, 4000,
+                                   model_id="gemini-count-dep")],
         "router_settings": {"redis_host": "127.0.0.1", "redis_port": redis_port},
         "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin"], "num_retries": 0},
         "callback_settings": {"budget_hook": {

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import payloads_with, post, serve_config, start_fake_provider, upstream_payloads
+from .harness import model_entry, payloads_with, post, serve_config, start_fake_provider, upstream_payloads
 
 pytestmark = pytest.mark.e2e
 WINDOW = 16_000
@@ -31,13 +31,10 @@ def proxy(tmp_path_factory):
     folder = tmp_path_factory.mktemp("mcp_loop")
     upstream = start_fake_provider(folder, {"claude-sonnet-4-5-calls-tools": WINDOW, "gpt-4o-calls-tools": WINDOW},
                                    flags=["--chains"])  # /v1/responses holds each response's chain, as OpenAI does
+    base = f"http://127.0.0.1:{upstream.port}"
     config = {
-        "model_list": [{"model_name": "claude", "litellm_params": {
-            "model": "anthropic/claude-sonnet-4-5-calls-tools", "api_base": f"http://127.0.0.1:{upstream.port}",
-            "api_key": "fake-key"}, "model_info": {"max_input_tokens": WINDOW}},
-            {"model_name": "gpt", "litellm_params": {
-                "model": "openai/gpt-4o-calls-tools", "api_base": f"http://127.0.0.1:{upstream.port}/v1",
-                "api_key": "fake-key"}, "model_info": {"max_input_tokens": WINDOW}}],
+        "model_list": [model_entry("claude", "anthropic/claude-sonnet-4-5-calls-tools", base, WINDOW),
+                       model_entry("gpt", "openai/gpt-4o-calls-tools", f"{base}/v1", WINDOW)],
         "mcp_servers": {"report": {"transport": "stdio", "command": sys.executable, "args": [str(SERVER)],
                                    "env": {"REPORT_WORDS": "12000"}},  # ~36,000 tokens of tool output
                         "brief": {"transport": "stdio", "command": sys.executable, "args": [str(SERVER)],

@@ -16,7 +16,7 @@ import json
 import httpx
 import pytest
 
-from .harness import MASTER_KEY, payloads_with, serve_config, start_fake_provider
+from .harness import MASTER_KEY, model_entry, payloads_with, serve_config, start_fake_provider
 
 pytestmark = pytest.mark.e2e
 
@@ -37,10 +37,8 @@ def proxy(tmp_path_factory):
     base = f"http://127.0.0.1:{upstream.port}"
     config = {
         "model_list": [
-            {"model_name": "claude", "model_info": {"max_input_tokens": 20000}, "litellm_params": {
-                "model": "anthropic/claude-sonnet-4-5-20k", "api_key": "fake-key", "api_base": base}},
-            {"model_name": "gem", "model_info": {"max_input_tokens": 32000}, "litellm_params": {
-                "model": "gemini/gemini-2.5-flash-32k", "api_key": "fake-key", "api_base": base}}],
+            model_entry("claude", "anthropic/claude-sonnet-4-5-20k", base, 20000),
+            model_entry("gem", "gemini/gemini-2.5-flash-32k", base, 32000)],
         "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
         "callback_settings": {"budget_hook": {"unreadable_content": "block"}},
     }

@@ -15,7 +15,7 @@ import uuid
 
 import pytest
 
-from .harness import payloads_with, post, serve_config, start_fake_provider, wait_for_record
+from .harness import model_entry, payloads_with, post, serve_config, start_fake_provider, wait_for_record
 
 pytestmark = pytest.mark.e2e
 WINDOW = 5000
@@ -32,13 +32,9 @@ def proxy(tmp_path_factory):
     folder = tmp_path_factory.mktemp("newest_result")
     upstream = start_fake_provider(folder, {"gpt-4o-5k": WINDOW, "claude-sonnet-4-5-5k": WINDOW})
     base = f"http://127.0.0.1:{upstream.port}"
-
-    def deployment(group: str, model: str, api_base: str) -> dict:
-        return {"model_name": group, "litellm_params": {"model": model, "api_base": api_base, "api_key": "fake-key"},
-                "model_info": {"max_input_tokens": WINDOW}}
     config = {
-        "model_list": [deployment("gpt", "openai/gpt-4o-5k", base + "/v1"),
-                       deployment("claude", "anthropic/claude-sonnet-4-5-5k", base)],
+        "model_list": [model_entry("gpt", "openai/gpt-4o-5k", base + "/v1", WINDOW),
+                       model_entry("claude", "anthropic/claude-sonnet-4-5-5k", base, WINDOW)],
         "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
         "callback_settings": {"budget_hook": {}},
     }

@@ -29,7 +29,7 @@ from budget_hook.counting.encodings import vendored_tokenizer_dir
 
 from . import fake_provider
 from .conftest import write_config
-from .harness import MASTER_KEY, start_fake_provider, start_proxy, upstream_payloads
+from .harness import MASTER_KEY, model_entry, start_fake_provider, start_proxy, upstream_payloads
 
 pytestmark = pytest.mark.e2e
 MODELS = {"gpt-35-turbo": 4097, "gpt-4o-4k": 4000, "learnlm-1.5-pro-experimental": 32767, "gpt-3.5-turbo": 16385,
@@ -46,11 +46,9 @@ def served(tmp_path_factory):
     base = f"http://127.0.0.1:{upstream.port}"
     config = write_config(folder / "proxy", {
         "model_list": [
-            {"model_name": "vllm-small", "litellm_params": {"model": "hosted_vllm/gpt-4o-4k", "api_base": base + "/v1",
-                                                            "api_key": "k"}, "model_info": {"max_input_tokens": 4000}},
+            model_entry("vllm-small", "hosted_vllm/gpt-4o-4k", base + "/v1", 4000, api_key="k"),
             # an operator's legacy name kept working on a newer model (a common remap)
-            {"model_name": "gpt-3.5-turbo", "litellm_params": {"model": "openai/gpt-4o-128k", "api_base": base + "/v1",
-                                                               "api_key": "k"}, "model_info": {"max_input_tokens": 128000}},
+            model_entry("gpt-3.5-turbo", "openai/gpt-4o-128k", base + "/v1", 128000, api_key="k"),
         ],
         "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin"], "num_retries": 0},
         "callback_settings": {"budget_hook": {"mode": "enforce"}},

@@ -31,7 +31,7 @@ from budget_hook.learning import IDLE_TEACHER_SECONDS, MAX_TEACHERS
 from budget_hook.proxy.shared import _PUSH_RATIO, _teachers
 
 from .conftest import write_config
-from .harness import Process, decision_records, start_fake_provider, start_proxy, upstream_payloads
+from .harness import Process, decision_records, model_entry, start_fake_provider, start_proxy, upstream_payloads
 from .test_learning_e2e import REDIS_SERVER, start_redis, stop
 
 pytestmark = pytest.mark.e2e
@@ -46,26 +46,21 @@ PLANTS = [
 
 
 def config(upstream: Process, heavy: Process, redis_port: int) -> dict:
-    def entry(group: str, model: str, window: int, deployment: str, *, base: Process = upstream,
-              anthropic: bool = False) -> dict:
-        api_base = f"http://127.0.0.1:{base.port}" + ("" if anthropic else "/v1")
-        return {"model_name": group, "litellm_params": {"model": f"{'anthropic' if anthropic else 'openai'}/{model}",
-                                                         "api_key": "fake-key", "api_base": api_base},
-                "model_info": {"id": deployment, "max_input_tokens": window}}
-
+    base = f"http://127.0.0.1:{upstream.port}"
     return {
-        "model_list": [entry("open", "gpt-4o-16k", 16000, "open-dep"),
-                       entry("claude", "claude-sonnet-4-5-16k", 16000, "claude-dep", anthropic=True),
-                       entry("resp", "gpt-4o-16k", 16000, "resp-dep"),
+        "model_list": [model_entry("open", "openai/gpt-4o-16k", f"{base}/v1", 16000, model_id="open-dep"),
+                       model_entry("claude", "anthropic/claude-sonnet-4-5-16k", base, 16000, model_id="claude-dep"),
+                       model_entry("resp", "openai/gpt-4o-16k", f"{base}/v1", 16000, model_id="resp-dep"),
                        # the config claims more than the provider serves: real overflows, three sizes
-                       entry("liar", "gpt-4o-4k", 16000, "liar-dep"),
-                       entry("tiny", "gpt-4o-500", 16000, "tiny-dep"),
-                       entry("narrow", "gpt-4o-1500", 16000, "narrow-dep"),
+                       model_entry("liar", "openai/gpt-4o-4k", f"{base}/v1", 16000, model_id="liar-dep"),
+                       model_entry("tiny", "openai/gpt-4o-500", f"{base}/v1", 16000, model_id="tiny-dep"),
+                       model_entry("narrow", "openai/gpt-4o-1500", f"{base}/v1", 16000, model_id="narrow-dep"),
                        # bills 1.3x what it counts: for the attacker alone, through its own traffic
-                       entry("heavy", "gpt-4o-16k", 16000, "heavy-dep", base=heavy),
-                       entry("says", "gpt-4o-8k-says-4k", 16000, "says-dep"),
-                       entry("bars-small", "gpt-4o-16k", 16000, "bars-dep"),
-                       entry("emb", "text-embedding-3-small-8k", 8000, "emb-dep")],
+                       model_entry("heavy", "openai/gpt-4o-16k", f"http://127.0.0.1:{heavy.port}/v1", 16000,
+                                   model_id="heavy-dep"),
+                       model_entry("says", "openai/gpt-4o-8k-says-4k", f"{base}/v1", 16000, model_id="says-dep"),
+                       model_entry("bars-small", "openai/gpt-4o-16k", f"{base}/v1", 16000, model_id="bars-dep"),
+                       model_entry("emb", "openai/text-embedding-3-small-8k", f"{base}/v1", 8000, model_id="emb-dep")],
         "router_settings": {"redis_host": "127.0.0.1", "redis_port": redis_port,
                             "model_group_alias": {"bars": "bars-small", "bars-hidden": {"model": "bars-small",
                                                                                         "hidden": True}}},

@@ -26,7 +26,7 @@ import openai
 import pytest
 
 from .conftest import write_config
-from .harness import Process, start_fake_provider, start_proxy, wait_for_record
+from .harness import Process, model_entry, start_fake_provider, start_proxy, wait_for_record
 
 pytestmark = pytest.mark.e2e
 
@@ -38,15 +38,9 @@ def config(upstream: Process) -> dict:
     api_base = f"http://127.0.0.1:{upstream.port}"
     return {
         "model_list": [
-            {"model_name": "liar", "litellm_params": {"model": "openai/gpt-4o-4k", "api_base": f"{api_base}/v1",
-                                                      "api_key": "fake-key"},
-             "model_info": {"max_input_tokens": 100000}},
-            {"model_name": "claude-liar", "litellm_params": {"model": "anthropic/claude-sonnet-4-5-4k",
-                                                             "api_base": api_base, "api_key": "fake-key"},
-             "model_info": {"max_input_tokens": 100000}},
-            {"model_name": "chain", "litellm_params": {"model": "openai/gpt-4o-8k", "api_base": f"{api_base}/v1",
-                                                       "api_key": "fake-key"},
-             "model_info": {"max_input_tokens": 8000}},
+            model_entry("liar", "openai/gpt-4o-4k", f"{api_base}/v1", 100000),
+            model_entry("claude-liar", "anthropic/claude-sonnet-4-5-4k", api_base, 100000),
+            model_entry("chain", "openai/gpt-4o-8k", f"{api_base}/v1", 8000),
         ],
         "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin"], "num_retries": 0},
         "callback_settings": {"budget_hook": {"mode": "enforce", "learning": {"enabled": False}}},

@@ -21,6 +21,7 @@ import pytest
 
 from .harness import (
     assert_stuffed_field_refused,
+    model_entry,
     payloads_with,
     post,
     serve_config,
@@ -43,15 +44,12 @@ def proxy(tmp_path_factory):
     upstream = start_fake_provider(folder, {"my-model": WINDOW, "my-wide-model": WIDE,
                                             "Qwen/Qwen2.5-7B-Instruct": WINDOW})
     base = f"http://127.0.0.1:{upstream.port}/v1"
-
-    def deployment(group: str, model: str, window: int = WINDOW) -> dict:
-        return {"model_name": group, "litellm_params": {"model": model, "api_base": base, "api_key": "fake-key"},
-                "model_info": {"max_input_tokens": window}}
     config = {
-        "model_list": [deployment("vllm_plain", "hosted_vllm/my-model"), deployment("compat", "openai/my-model"),
-                       deployment("vllm_qwen", "hosted_vllm/Qwen/Qwen2.5-7B-Instruct"),
-                       deployment("vllm_block", "hosted_vllm/my-model"),
-                       deployment("vllm_wide", "hosted_vllm/my-wide-model", WIDE)],
+        "model_list": [model_entry("vllm_plain", "hosted_vllm/my-model", base, WINDOW),
+                       model_entry("compat", "openai/my-model", base, WINDOW),
+                       model_entry("vllm_qwen", "hosted_vllm/Qwen/Qwen2.5-7B-Instruct", base, WINDOW),
+                       model_entry("vllm_block", "hosted_vllm/my-model", base, WINDOW),
+                       model_entry("vllm_wide", "hosted_vllm/my-wide-model", base, WIDE)],
         "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
         "callback_settings": {"budget_hook": {"models": {"vllm_block": {"unreadable_content": "block"}}}},
     }

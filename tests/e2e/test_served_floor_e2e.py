@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from .conftest import write_config
-from .harness import Process, decision_records, start_fake_provider, start_proxy, upstream_payloads
+from .harness import Process, decision_records, model_entry, start_fake_provider, start_proxy, upstream_payloads
 
 pytestmark = pytest.mark.e2e
 
@@ -34,15 +34,13 @@ pytestmark = pytest.mark.e2e
 def config(upstream: Process) -> dict:
     base = f"http://127.0.0.1:{upstream.port}/v1"
 
-    def entry(group: str, model: str, deployment: str, window: int) -> dict:
-        return {"model_name": group, "litellm_params": {"model": f"openai/{model}", "api_base": base, "api_key": "k"},
-                "model_info": {"id": deployment, "max_input_tokens": window}}
-
     return {
         # each configured above what it serves: what learning from overflows exists to catch
-        "model_list": [entry("emb", "text-embedding-3-small-1500", "emb-dep", 3000),
-                       entry("ga", "gpt-4o-16k", "dep-a", 16000), entry("gb", "gpt-4o-8k", "dep-b", 16000),
-                       entry("victim", "gpt-4o-16k", "victim-dep", 32000)],
+        "model_list": [model_entry("emb", "openai/text-embedding-3-small-1500", base, 3000, api_key="k",
+                                   model_id="emb-dep"),
+                       model_entry("ga", "openai/gpt-4o-16k", base, 16000, api_key="k", model_id="dep-a"),
+                       model_entry("gb", "openai/gpt-4o-8k", base, 16000, api_key="k", model_id="dep-b"),
+                       model_entry("victim", "openai/gpt-4o-16k", base, 32000, api_key="k", model_id="victim-dep")],
         "router_settings": {"caching_groups": [["ga", "gb"]]},  # the two groups share cached answers
         "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin"], "num_retries": 0,
                              "cache": True, "cache_params": {"type": "local"}},

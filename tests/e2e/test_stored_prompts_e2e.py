@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from .harness import payloads_with, post, serve_config, start_fake_provider, wait_for_record
+from .harness import model_entry, payloads_with, post, serve_config, start_fake_provider, wait_for_record
 
 pytestmark = pytest.mark.e2e
 WINDOW = 16000
@@ -32,13 +32,9 @@ def proxy(tmp_path_factory):
     folder = tmp_path_factory.mktemp("stored_prompts")
     upstream = start_fake_provider(folder, {"gpt-4o-16k": WINDOW, "gpt-4o-16k-down": WINDOW})
     api_base = f"http://127.0.0.1:{upstream.port}/v1"
-
-    def deployment(group: str, model: str) -> dict:
-        return {"model_name": group, "litellm_params": {"model": f"openai/{model}", "api_base": api_base,
-                                                        "api_key": "fake-key"},
-                "model_info": {"max_input_tokens": WINDOW}}
     config = {
-        "model_list": [deployment("chat16", "gpt-4o-16k"), deployment("down", "gpt-4o-16k-down")],
+        "model_list": [model_entry("chat16", "openai/gpt-4o-16k", api_base, WINDOW),
+                       model_entry("down", "openai/gpt-4o-16k-down", api_base, WINDOW)],
         "prompts": [{"prompt_id": "bigsys", "litellm_params": {
             "prompt_id": "bigsys", "prompt_integration": "dotprompt",
             "dotprompt_content": "---\nname: bigsys\n---\n" + TEMPLATE + "\n"}}],

@@ -14,6 +14,7 @@ import pytest
 
 from .harness import (
     assert_stuffed_field_refused,
+    model_entry,
     post,
     serve_config,
     start_fake_provider,
@@ -33,13 +34,9 @@ def proxy(tmp_path_factory):
     folder = tmp_path_factory.mktemp("uncounted_fields")
     upstream = start_fake_provider(folder, {"gpt-4o-4k": WINDOW, "claude-sonnet-4-5-4k": WINDOW})
     base = f"http://127.0.0.1:{upstream.port}"
-
-    def deployment(group: str, model: str, api_base: str) -> dict:
-        return {"model_name": group, "litellm_params": {"model": model, "api_base": api_base, "api_key": "fake-key"},
-                "model_info": {"max_input_tokens": WINDOW}}
     config = {
-        "model_list": [deployment("gpt", "openai/gpt-4o-4k", base + "/v1"),
-                       deployment("claude", "anthropic/claude-sonnet-4-5-4k", base)],
+        "model_list": [model_entry("gpt", "openai/gpt-4o-4k", base + "/v1", WINDOW),
+                       model_entry("claude", "anthropic/claude-sonnet-4-5-4k", base, WINDOW)],
         "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
         "callback_settings": {"budget_hook": {}},
     }

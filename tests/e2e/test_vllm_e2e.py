@@ -28,7 +28,7 @@ from budget_hook.counting import TokenCounter
 
 from ..tokenizer_files import build
 from .conftest import write_config
-from .harness import Process, start_fake_vllm, start_proxy, wait_for_record
+from .harness import Process, model_entry, start_fake_vllm, start_proxy, wait_for_record
 
 pytestmark = pytest.mark.e2e
 
@@ -54,17 +54,13 @@ def servers(tmp_path_factory):
         files = build(folder / "tiny")
         tiny = start_vllm(folder, TINY, files)
         started.append(tiny)
-
-        def group(name: str, window: int | None = WINDOW) -> dict:
-            return {"model_name": name, "litellm_params": {"model": f"hosted_vllm/{MODEL}", "api_key": "fake-key",
-                                                            "api_base": f"http://127.0.0.1:{vllm.port}/v1"},
-                    "model_info": {"id": f"{name}-dep", **({"max_input_tokens": window} if window else {})}}
-
-        tiny_group = {"model_name": "tiny", "litellm_params": {"model": f"hosted_vllm/{TINY}", "api_key": "fake-key",
-                                                               "api_base": f"http://127.0.0.1:{tiny.port}/v1"},
-                      "model_info": {"id": "tiny-dep", "max_input_tokens": WINDOW}}
+        model, base = f"hosted_vllm/{MODEL}", f"http://127.0.0.1:{vllm.port}/v1"
         tokenizers = {f"hosted_vllm/{TINY}": {"tokenizer": str(files[0]), "chat_template": str(files[1])}}
-        config = {"model_list": [group("llama"), group("llama-estimate"), group("llama-nowindow", None), tiny_group],
+        config = {"model_list": [model_entry("llama", model, base, WINDOW, model_id="llama-dep"),
+                                 model_entry("llama-estimate", model, base, WINDOW, model_id="llama-estimate-dep"),
+                                 model_entry("llama-nowindow", model, base, model_id="llama-nowindow-dep"),
+                                 model_entry("tiny", f"hosted_vllm/{TINY}", f"http://127.0.0.1:{tiny.port}/v1", WINDOW,
+                                             model_id="tiny-dep")],
                   "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin"], "num_retries": 0},
                   "callback_settings": {"budget_hook": {"mode": "enforce", "tokenizers": tokenizers,
                                                         "models": {"llama": {"provider_count": "always"},
