@@ -74,7 +74,17 @@ FORMULA_OF = {
     "bedrock/us.amazon.nova-pro-v1:0": "openai_tiles",
     "cohere/command-a-vision-07-2025": "openai_tiles",
     "hosted_vllm/CohereLabs/command-a-vision-07-2025": "open_bound",  # the same vendor's open weights, self-hosted
-    "openrouter/x-ai/grok-2-vision-1212": "open_bound",  # a router of many models: the bound
+    "openrouter/x-ai/grok-2-vision-1212": "openai_tiles",  # the same closed vendors behind a router of many models
+    "azure_ai/grok-3": "openai_tiles",
+    "openrouter/qwen/qwen2.5-vl-72b-instruct": "qwen_vl",
+    # a second review: more spellings
+    "hosted_vllm/TIGER-Lab/Mantis-8B-siglip-llama3": "llava",
+    "hosted_vllm/meta-llama/Llama-Guard-4-12B": "llama4",
+    "hosted_vllm/lmms-lab/LLaVA-Video-7B-Qwen2": "llava_onevision",
+    "hosted_vllm/llava-hf/LLaVA-NeXT-Video-7B-hf": "llava",
+    "fireworks_ai/accounts/fireworks/models/llama-v3p2-11b-vision-instruct": "openai_tiles",  # cross-attention
+    "together_ai/meta-llama/Llama-Vision-Free": "openai_tiles",
+    "hosted_vllm/Qwen/Qwen2.5-7B-Instruct-vllm": "openai_tiles",  # "vl" of "vllm" marks no vision model
     "hosted_vllm/Qwen/Qwen2.5-7B-Instruct": "openai_tiles",
     "hosted_vllm/meta-llama/Llama-3.1-8B-Instruct": "openai_tiles",
     "hosted_vllm/deepseek-ai/DeepSeek-V3": "openai_tiles",
@@ -168,7 +178,9 @@ def test_a_client_setting_the_servers_media_processing_is_refused_naming_it(path
 
 @pytest.mark.parametrize("model, floor", [("hosted_vllm/Qwen/Qwen2.5-VL-7B-Instruct", 12_290),
                                           ("hosted_vllm/Qwen/Qwen3-VL-8B-Instruct", 24_576),
-                                          ("openai/my-vlm", 24_576), ("ollama/llava-onevision", 24_576)])
+                                          ("openai/my-vlm", 30_000), ("hosted_vllm/zai-org/GLM-4.5V", 30_000),
+                                          ("ollama/llava-onevision", 24_576),
+                                          ("hosted_vllm/llava-hf/LLaVA-NeXT-Video-7B-hf", 32 * 144)])
 def test_a_video_on_an_open_model_costs_at_least_the_frames_its_server_samples(model, floor):
     """A review: vLLM samples a video's frames whatever its bytes (Qwen2.5-VL: 32 frames, two a group of up to 768
     tokens; a 20 KB clip was counted as 3,015 and a 1-2 s 1080p clip reads about 11,522), where the gateway priced a
@@ -178,7 +190,10 @@ def test_a_video_on_an_open_model_costs_at_least_the_frames_its_server_samples(m
     clip = "data:video/mp4;base64," + base64.b64encode(b"x" * 20_000).decode()
     counter = TokenCounter.for_model(model)
     for part in ({"type": "video_url", "video_url": {"url": clip}}, {"type": "video_url", "video_url": {
-            "url": "https://example.com/clip.mp4"}}, {"type": "file", "file": {"file_data": clip}}):
+            "url": "https://example.com/clip.mp4"}}, {"type": "file", "file": {"file_data": clip}},
+            # LiteLLM sends these to an OpenAI-compatible server as a ``video_url`` too (a second review)
+            {"type": "file", "file": {"file_data": "https://example.com/clip", "format": "video/mp4"}},
+            {"type": "file", "file": {"file_id": "https://example.com/clip.MP4"}}):
         assert counter.count_request({"messages": [{"role": "user", "content": [part]}]}).total >= floor
 
 

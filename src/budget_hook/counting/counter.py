@@ -35,7 +35,7 @@ from .cache import COUNT_CACHE
 from .canonical import canonical_json, plain_calls_key
 from .encodings import PIECE_CHARS, get_encoding
 from .family_tokenizers import family_encoder
-from .media import audio_tokens, file_text, file_tokens
+from .media import audio_tokens, file_text, file_tokens, is_video_file
 from .parts import HIDDEN_PROMPT, ONE_OF, RESPONSES_VIEW, RETYPED, THOUGHT_SIGNATURE, ViewPart, image_detail, sent_as
 from .profiles import TokenizerProfile, resolve_tokenizer, responses_extra
 from .rendered import calls_text, function_prompt, prompt_fields_text, repeated_answers, split_values, thinking_enabled
@@ -405,9 +405,8 @@ class TokenCounter:
             text = file_text(part["file"])  # a text file is counted as the text it is
             if text is not None:
                 return self.count_text(text) + FILE_FRAMING_TOKENS, 0
-            data = part["file"].get("file_data")  # a video: at least an open model's frames
-            inline_video = isinstance(data, str) and data[:11].lower() == "data:video/"
-            video = images.video_floor(self.profile.image_formula) if inline_video else 0
+            # a video: at least the frames an open model's server samples
+            video = images.video_floor(self.profile.image_formula) if is_video_file(part["file"]) else 0
             return 0, max(video, file_tokens(part["file"], pdf_page_tokens=self.profile.pdf_page_tokens,
                                              pdf_min_tokens=self.profile.pdf_min_tokens))
         if type(kind) is ViewPart:

@@ -275,11 +275,12 @@ OPEN_ENCODERS: dict[str, tuple[Callable[[int, int], int], int]] = {
 
 
 #: the fewest tokens a video costs on an open model that reads videos (vLLM samples a video's frames whatever its bytes:
-#: Qwen2/2.5-VL 32 frames, two a group of at most 768 tokens, 12,290 with its markers; Qwen3-VL up to 16,777,216
-#: pixels of all its frames in 32x32 patches, 24,576, and a timestamp a group; the bound, for an encoder not known
-#: here, the most of them). 0: priced by its size alone (``media.file_tokens``)
-VIDEO_FLOORS = {"qwen_vl": 12_290, "qwen3_vl": 24_700, "open_bound": 24_700, "llava_onevision": 24_700,
-                "internvl": 24_700, "minicpm": 24_700}
+#: Qwen2/2.5-VL 32 frames, two a group of at least 768 tokens at 1080p and more (its processor's ``max_pixels``);
+#: Qwen3-VL up to 16,777,216 pixels of all its frames in 32x32 patches and a timestamp a group; GLM-4.xV up to 30,000
+#: and a marker and timestamp a group; LLaVA-NeXT-Video 32 frames of 144. The gateway does not read a video's frame
+#: size, so this is a floor, not a bound: ``docs/counting.md``). 0: priced by its size alone (``media.file_tokens``)
+VIDEO_FLOORS = {"qwen_vl": 12_290, "qwen3_vl": 24_700, "open_bound": 30_100, "llava_onevision": 30_100,
+                "internvl": 30_100, "minicpm": 30_100, "llava": 4_700}
 
 
 def video_floor(formula: str) -> int:

@@ -90,6 +90,20 @@ def audio_tokens(data: Any) -> int:
     return max(AUDIO_MIN_TOKENS, math.ceil(_base64_size(data) / AUDIO_BYTES_PER_TOKEN))
 
 
+#: the endings of a video's URL or file id (LiteLLM's hosted_vllm ``_is_video_file`` sends such a ``file`` part to the
+#: server as a ``video_url``)
+VIDEO_ENDINGS = (".mp4", ".webm", ".mov", ".mkv", ".avi", ".m4v", ".mpeg", ".mpg", ".3gp")
+
+
+def is_video_file(file: Mapping[str, Any]) -> bool:
+    """Whether a ``file`` part is a video some server reads as one: its declared ``format``, an inline ``data:video/``
+    URL, or a URL or file id ending like a video file."""
+    declared, data, ident = file.get("format"), file.get("file_data"), file.get("file_id")
+    return (isinstance(declared, str) and declared[:6].lower() == "video/") or \
+        (isinstance(data, str) and data[:11].lower() == "data:video/") or \
+        any(isinstance(value, str) and value[-6:].lower().endswith(VIDEO_ENDINGS) for value in (data, ident))
+
+
 def video_fps(file: Mapping[str, Any]) -> float:
     """The frames a second Gemini samples a video at: ``video_metadata.fps``, which LiteLLM forwards (a number, or a
     string protobuf's JSON reads as one), when over its default of 1. An attack review (2026-12-06): 24 fps over

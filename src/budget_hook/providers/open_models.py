@@ -72,14 +72,16 @@ QWEN3_VISION = ("qwen3-vl", "qwen3vl", "qwen3-omni", "qwen3.5", "qwen3.6", "qwen
 #: (``learning``). By provider, not by model name: an open-weights model of the same vendor served by one's own server
 #: (``hosted_vllm/CohereLabs/command-a-vision-07-2025``) reads images with its own encoder.
 CLOSED_PROVIDERS = ("xai/", "cohere/", "cohere_chat/", "bedrock/", "ai21/", "ai21_chat/", "perplexity/")
+#: the same vendors behind a router of many models (OpenRouter's ``x-ai/``, ``amazon/``, ``cohere/``; Azure AI's Grok)
+CLOSED_ROUTED = ("/x-ai/", "/amazon/", "/cohere/", "/ai21/", "/perplexity/", "azure_ai/grok")
 
 
 #: vision architectures by a word of their name, checked before the language family they are built on (LLaVA-NeXT on
 #: Mistral 7B reads LLaVA's grid, not Pixtral's; LLaVA-OneVision on Qwen2 its crops, not OpenAI's tiles): the formula of
 #: each (``counting/images.FIXED_ENCODERS``)
 VISION_NAMES: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("llava-onevision", "llava-ov", "onevision"), "llava_onevision"),
-    (("llava",), "llava"),  # 1.5, 1.6 / NeXT, interleave (729), BakLLaVA, LLaVA-Llama3, LLaVA-Phi3
+    (("llava-onevision", "llava-ov", "onevision", "llava-video", "llava-critic"), "llava_onevision"),
+    (("llava", "mantis"), "llava"),  # 1.5, 1.6 / NeXT, interleave (729), BakLLaVA, LLaVA-Llama3 / -Phi3, Mantis
     (("idefics", "smolvlm"), "idefics"),
     (("internvl", "nvlm"), "internvl"),
     (("minicpm-v", "minicpm-o", "minicpm-llama3-v"), "minicpm"),
@@ -107,7 +109,7 @@ def image_formula(name: str, family: str, model: str) -> str:
     architecture = next((formula for words, formula in VISION_NAMES if any(w in spelled for w in words)), None)
     if architecture is not None:
         return architecture
-    marked = any(mark in spelled for mark in VISION_MARKS)
+    marked = any(mark in spelled.replace("vllm", "") for mark in VISION_MARKS)
     if family == "qwen":
         if QWEN_VL.search(name) or "qwen2.5-omni" in spelled or "qwen2-5-omni" in spelled:
             return "qwen_vl"
@@ -117,16 +119,18 @@ def image_formula(name: str, family: str, model: str) -> str:
     if family == "mistral":
         return "pixtral"
     if family == "llama":
-        if any(word in spelled for word in ("llama-4", "llama4")):
+        if any(word in spelled for word in ("llama-4", "llama4", "llama-guard-4")):
             return "llama4"
-        # Llama 3.2 Vision reads images by cross-attention: an image is one token of the prompt
-        return "open_bound" if marked and "3.2" not in spelled and "3-2" not in spelled else "openai_tiles"
+        # Meta's vision Llamas before 4 (3.2 Vision, Llama Guard 3 Vision) read images by cross-attention: an image is
+        # one token of the prompt; another vision model built on Llama (Nemotron-Nano-VL) the bound
+        return "open_bound" if marked and "vision" not in spelled else "openai_tiles"
     if family == "deepseek":  # DeepSeek-VL2 and DeepSeek-OCR read tiles of their own; its chat models no image
         return "open_bound" if marked else "openai_tiles"
     if family == "gemma":
         return "gemma"
     if family == "unknown":
-        return "openai_tiles" if model.startswith(CLOSED_PROVIDERS) else "open_bound"
+        closed = model.startswith(CLOSED_PROVIDERS) or any(segment in model for segment in CLOSED_ROUTED)
+        return "openai_tiles" if closed else "open_bound"
     return "openai_tiles"
 
 
