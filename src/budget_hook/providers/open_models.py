@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from .base import CountBand, ProviderRecord
+from .gemini import VERTEX_PREFIXES
 
 # --- chat terms (counting/profiles.py) ------------------------------------------------------------------
 #: gpt-oss's harmony system block, developer message header and reply opener
@@ -104,7 +105,7 @@ def image_formula(name: str, family: str, model: str) -> str:
     A vision architecture is known by its own name before the language family it is built on (``VISION_NAMES``).
     Other models: OpenAI's tiles; ``""``: the family profile's own (Gemma on Google's servers)."""
     spelled = name.replace("_", "-").replace(" ", "-")
-    if family == "gemma" and model.startswith(("gemini/", "vertex_ai/", "vertex_ai_beta/", "vertex_ai-")):
+    if family == "gemma" and model.startswith(("gemini/", *VERTEX_PREFIXES)):
         return ""  # Google's servers: billed as the Gemini API and Vertex AI bill images
     architecture = next((formula for words, formula in VISION_NAMES if any(w in spelled for w in words)), None)
     if architecture is not None:
