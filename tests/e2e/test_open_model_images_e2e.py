@@ -30,7 +30,7 @@ import pytest
 
 from ..test_provider_undercounts import png
 from .conftest import write_config
-from .harness import Process, payloads_with, post, start_fake_vllm, start_proxy
+from .harness import Process, model_entry, payloads_with, post, start_fake_vllm, start_proxy
 
 pytestmark = pytest.mark.e2e
 WINDOW = 6000
@@ -62,10 +62,8 @@ def proxy(tmp_path_factory):
             servers[group] = start_fake_vllm(folder, model, WINDOWS.get(group, WINDOW), vision=vision, name=group)
             started.append(servers[group])
         def entry(group: str, server: str, **params) -> dict:
-            return {"model_name": group, "litellm_params": {
-                "model": f"hosted_vllm/{SERVERS[server][0]}", "api_key": "fake-key",
-                "api_base": f"http://127.0.0.1:{servers[server].port}/v1", **params},
-                "model_info": {"max_input_tokens": WINDOWS.get(server, WINDOW)}}
+            return model_entry(group, f"hosted_vllm/{SERVERS[server][0]}", f"http://127.0.0.1:{servers[server].port}/v1",
+                               WINDOWS.get(server, WINDOW), **params)
         config = {
             "model_list": [*(entry(group, group) for group in servers),
                            entry("operator_set", "qwen3vl", mm_processor_kwargs={"max_pixels": 1_000_000})],
