@@ -41,7 +41,7 @@ def template_extras(request: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
     (``_chat_template_kwargs.update(request.chat_template_kwargs)``): its ``documents``,
     ``continue_final_message`` and ``add_generation_prompt`` are the ones rendered. Its messages, tools and
     special tokens never replace what the counter passes itself (a client's value for any of them is refused
-    before any count, ``pipeline.bounds.template_overrides``); a ``chat_template`` of the client's is
+    before any count, ``pipeline.bounds.server_overrides``); a ``chat_template`` of the client's is
     ``shapes.references``' business."""
     values: dict[str, Any] = {}
     for _, source in with_extra_body(request):

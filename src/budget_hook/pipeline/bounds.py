@@ -248,7 +248,7 @@ def prompt_parameter_remedy(path: str) -> str:
     return TEMPLATE_OVERRIDE_REMEDY if "chat_template_kwargs." in path else PROMPT_PARAMETER_REMEDY
 
 
-def template_overrides(source: Mapping[str, Any]) -> dict[str, Any]:
+def server_overrides(source: Mapping[str, Any]) -> dict[str, Any]:
     """Each of ``TEMPLATE_OVERRIDES`` set in ``source``'s ``chat_template_kwargs``, and each of ``MEDIA_OVERRIDES``
     set in ``source`` (or in its ``extra_body``, which LiteLLM merges), by path, with its value: what a self-hosted
     server takes in place of what the gateway counts."""
@@ -353,7 +353,7 @@ def prompt_parameter(body: Mapping[str, Any], more: tuple[str, ...] = ()) -> str
     for node, source in chain(((None, body),), _targets(body, _TARGET_KEYS.union(more))):
         names = (*CLIENT_PARAMETERS, *more) if node is None else (*FALLBACK_PROMPT_PARAMETERS, *more)
         found = next((name for name in names if _client_set(name, source, node is not None)), None) \
-            or next(iter(template_overrides(source)), None)
+            or next(iter(server_overrides(source)), None)
         if found is not None:  # the path written only now
             return ("" if node is None else _path(node)) + found
     return None
@@ -385,9 +385,9 @@ def added_prompt_parameter(kwargs: Mapping[str, Any], own: Callable[[], Mapping[
     (``operator_prompt_parameters``): a client's, however it got there (a fallback target in any format LiteLLM
     merges, a settings override)."""
     present = [name for name in CLIENT_PARAMETERS if _client_set(name, kwargs)]
-    overrides = template_overrides(kwargs)
+    overrides = server_overrides(kwargs)
     if overrides:  # each one, as the operator set it on the deployment or not at all
-        operator = template_overrides(own())
+        operator = server_overrides(own())
         changed = next((path for path, value in overrides.items() if path not in operator or operator[path] != value),
                        None)
         if changed is not None:

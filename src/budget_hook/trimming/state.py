@@ -266,9 +266,10 @@ class TrimState(Versions, Removals):
                 del self.actions[index]
                 self.moves += 1
                 continue
-            if self.actions[index].action == "compacted":  # graded by ``reduce``: cut again, less; then the room is
+            if self.actions[index].action == "compacted":  # graded by ``reduce``: cut again, less, and the room
+                # left is this newer result's (the older ones stay as they are)
                 message, tokens = self.graded(index, needed=excess, floor=self.policy.tool_result_keep_chars,
-                                              action="compacted")  # this newer result's
+                                              action="compacted")
                 if self.total - self.tokens[index] + tokens <= self.target:
                     self.rewrite(index, message, "compacted", tokens, grow=True)
                 return
