@@ -5,6 +5,7 @@
     python bench/cpu_per_request.py --memory         # start-up footprint and growth over 10,000 requests
     python bench/cpu_per_request.py --hooks          # where the plugin's CPU goes: each hook, inside the proxy
     python bench/cpu_per_request.py --plugin-src /tmp/old/src   # and another version, in the same rounds
+    python bench/cpu_per_request.py --dropped        # in process: what a first-time trim tokenizes, and drops
 
 Two litellm proxies, identical but for budget_hook, in front of one local fake provider. Each workload
 sends the same request bodies, one at a time, to both proxies in interleaved rounds (the order alternates),
@@ -22,6 +23,10 @@ same history plus one message), and a 1M-token history that fits, cold and warm.
 ``--hooks``: one proxy whose plugin measures itself (``bench/inproxy/timed_budget_hook.py``): the CPU time of each
 hook and of the decision, per request (the decision is inside the pre-call hook's figure when it runs inline, on the
 event loop; a large request's runs in the pool, apart), and of tiktoken inside the decision (``encode``).
+
+``--dropped``: in process (no proxy), the first-time trims' bodies: the trim's CPU, tiktoken's part of it and the
+part spent on the originals, and the share of the originals' tokens the trim drops or rewrites: what a trim that
+did not tokenize material it does not forward verbatim could save (issue 25's goal for first-time trims).
 
 ``--memory``: each proxy's resident memory after a warm-up (the plugin's start-up footprint is the
 difference), then its growth over 10,000 distinct requests (agent turns with tools, trims, small chats).
@@ -384,6 +389,71 @@ def hooks(workdir: Path, per_round: int, only: str | None) -> None:
         upstream.stop()
 
 
+def dropped(count: int) -> None:
+    """In process: for each first-time trim, its thread CPU, tiktoken's part, tiktoken on the originals alone, and
+    the share of the originals' tokens dropped and rewritten (``--dropped``)."""
+    from budget_hook.budget import compute_budget
+    from budget_hook.counting import TokenCounter
+    from budget_hook.shapes.anthropic import SHAPE as MESSAGES
+    from budget_hook.shapes.chat import SHAPE as CHAT
+    from budget_hook.shapes.responses import SHAPE as RESPONSES
+    from budget_hook.trimming import TrimPolicy
+    from budget_hook.trimming.ladder import REMOVING_ACTIONS
+
+    cases = {"chat trimmed first time": (CHAT, "gpt-4o", "messages"),
+             "/v1/messages trimmed first time": (MESSAGES, "claude-sonnet-4-5", "messages"),
+             "/v1/responses trimmed first time": (RESPONSES, "gpt-4o", "input")}
+    budget = compute_budget(16_000, requested_output_tokens=500)
+    print(f"in process, {count} first-time trims each (thread CPU per trim)")
+    for workload in workloads(count, 1):
+        case = next((c for name, c in cases.items() if workload.name.startswith(name)), None)
+        if case is None:
+            continue
+        shape, model, field = case
+        counter = TokenCounter.for_model(model)
+        encoding, spent = counter.encoding, [0.0]
+        encode = encoding.encode_ordinary
+
+        def timed(text: str, encode: Callable = encode, spent: list = spent) -> list[int]:
+            start = time.thread_time()
+            try:
+                return encode(text)
+            finally:
+                spent[0] += time.thread_time() - start
+        shape.trim(workload.bodies(0)[0], counter=counter, budget=budget, policy=TrimPolicy())  # warm-up
+        encoding.encode_ordinary = timed
+        bodies = workload.bodies(1)[:count]
+        trim = originals = before = removed = rewritten = 0.0
+        spent[0] = 0.0
+        for body in bodies:
+            start = time.thread_time()
+            report = shape.trim(body, counter=counter, budget=budget, policy=TrimPolicy()).report
+            trim += time.thread_time() - start
+            before += report.tokens_before
+            removed += sum(a.tokens_before for a in report.actions if a.action in REMOVING_ACTIONS)
+            rewritten += sum(a.tokens_before for a in report.actions if a.action not in REMOVING_ACTIONS)
+        tiktoken = spent[0]
+        texts = [text for body in bodies for text in _strings(body[field])]
+        start = time.thread_time()
+        for text in texts:
+            encode(text)
+        originals = time.thread_time() - start
+        del encoding.encode_ordinary
+        ms = 1000 / len(bodies)
+        print(f"{workload.name:40s} trim {trim * ms:5.2f} ms, tiktoken {tiktoken * ms:5.2f} ms (on the originals "
+              f"{originals * ms:5.2f} ms); of the originals' tokens {removed / before:4.0%} dropped, "
+              f"{rewritten / before:4.0%} rewritten: not tokenizing the dropped would save "
+              f"{originals * ms * removed / before:4.2f} ms, the dropped and rewritten "
+              f"{originals * ms * (removed + rewritten) / before:4.2f} ms", flush=True)
+
+
+def _strings(value: object) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return [text for item in items for text in _strings(item)]
+
+
 def memory(workdir: Path, count: int) -> None:
     """Start-up footprint after a warm-up, and growth over ``count`` distinct requests."""
     upstream = start_fake_provider(workdir, {"gpt-4o-big": 10**8, "claude-sonnet-4-5-big": 10**8}, record=False)
@@ -437,12 +507,17 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="start-up footprint and growth instead of the table")
     parser.add_argument("--hooks", action="store_true", help="CPU time of each hook and of the decision, per "
                                                               "request, measured inside the proxy")
+    parser.add_argument("--dropped", action="store_true", help="in process: what a first-time trim tokenizes, "
+                                                                "and the share of it the trim drops")
     parser.add_argument("--requests", type=int, default=10_000, help="--memory: distinct requests sent")
     parser.add_argument("--json", help="also write the table to this file")
     parser.add_argument("--plugin-src", help="also measure, in the same rounds, a third proxy whose plugin is "
                                              "imported from this src folder (another version: git archive <rev> "
                                              "src | tar -x -C /tmp/old, then /tmp/old/src)")
     args = parser.parse_args()
+    if args.dropped:
+        dropped(args.per_round)
+        return
     with TemporaryDirectory(prefix="budget_hook_cpu_") as folder:
         if args.memory:
             memory(Path(folder), args.requests)
