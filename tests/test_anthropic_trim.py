@@ -129,14 +129,20 @@ def test_old_tool_results_are_compacted_in_place_keeping_block_and_id():
     assert COMPACTED_MARKER in block["content"]
 
 
-def test_error_results_are_kept():
+def test_error_results_keep_their_head_and_tail():
     body = agent(error_at=0)
-    # cut exactly to the budget, softening the two old results is enough (the room the default leaves for the
-    # next requests takes the oldest step, the error result with it: whole, never edited)
+    # cut exactly to the budget, softening the old results is enough: the error result (the oldest) keeps its head
+    # and tail like the others (whole, its step left whole once the room the default leaves needed it)
     result = check(body, budget_for(body, 0.9), TrimPolicy(cache_step_ratio=0))
     assert any(a.action == "compacted" for a in result.report.actions)
     error_block = body["messages"][2]["content"][0]
-    assert any(error_block in m["content"] for m in result.request["messages"] if isinstance(m["content"], list))
+    sent = next(m["content"][0] for m in result.request["messages"] if isinstance(m["content"], list)
+                and m["content"][0].get("tool_use_id") == error_block["tool_use_id"])
+    def text(content):
+        return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+    original, kept = text(error_block["content"]), text(sent["content"])
+    assert sent.get("is_error") is True and len(kept) < len(original)
+    assert kept.startswith("Traceback: xxx") and kept.endswith(original[-100:])
 
 
 def test_turns_leave_whole_and_the_first_message_stays_user():

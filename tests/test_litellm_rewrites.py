@@ -107,8 +107,12 @@ def test_results_after_a_user_message_stay_with_their_calls_when_trimmed(modify_
                 *[{"role": "tool", "tool_call_id": f"toolu_{i}", "content": "line of output " * 15} for i in range(150)],
                 {"role": "user", "content": "continue"}]
     body = {"model": "claude", "max_tokens": 50, "messages": messages}
-    with pytest.raises(BudgetHookHTTPError, match="the request needs 13047 input tokens"):  # 9,047 before: sent
-        asyncio.run(claude_plugin(10_000).async_pre_call_hook(UserAPIKeyAuth(), None, body, "acompletion"))
+    # 13,047 tokens as LiteLLM sends it (9,047 were counted once, and sent). In a 10k window the task's tool step
+    # leaves whole, its calls with every result (it was refused while the pinned task's last step could not leave)
+    out = asyncio.run(claude_plugin(10_000).async_pre_call_hook(UserAPIKeyAuth(), None, body, "acompletion"))
+    assert out["metadata"]["budget_hook"]["tokens_before"] == 13_047
+    assert [m["content"][:9] for m in out["messages"]] == ["task", "[budget_h", "here they", "continue"]
+    assert added_results(out["messages"]) == []
     # in a 16k window it fits as LiteLLM sends it: every result already next to its call
     out = asyncio.run(claude_plugin(16_000).async_pre_call_hook(UserAPIKeyAuth(), None, body, "acompletion"))
     assert [m["role"] for m in out["messages"][:3]] == ["user", "assistant", "tool"]

@@ -17,6 +17,7 @@ from budget_hook.budget import BudgetPolicy, compute_budget
 from budget_hook.counting import TokenCounter
 from budget_hook.errors import CannotFitError
 from budget_hook.trimming import COMPACTED_MARKER, TrimPolicy, content_hash, message_text, trim_request
+from budget_hook.trimming.report import SOFTENED_MARKER
 from budget_hook.trimming.structure import drop_units, is_result, latest_turn_start, opening_parts, pairing_problems
 
 from .conftest import CONVERSATIONS, conversation_request
@@ -232,12 +233,15 @@ def check_invariants(original: dict, snapshot: dict, budget, policy: TrimPolicy,
     for action in report.actions:
         if action.action == "images_removed":
             assert policy.drop_old_images and action.index < start
-    # Error results are never compacted, but among the newest, which the graded stage cuts as above, error or not
-    # (docs/trimming.md, "The newest results verbatim").
+    # An error result keeps its head and tail when cut (softened), never its head alone (compacted), but among the
+    # newest, which the graded stage cuts as above, error or not (docs/trimming.md, "The newest results verbatim").
     newest_results = results[-policy.keep_recent_tool_results:] if policy.keep_recent_tool_results else []
     for action in report.actions:
         if action.action == "compacted" and before[action.index]["content"].startswith("Error"):
-            assert action.index in newest_results and policy.reduce_recent_tool_results
+            cut = after[kept.index(action.index)]["content"] if action.index in kept else None
+            assert (action.index in newest_results and policy.reduce_recent_tool_results) or (
+                cut is not None and "compacted in the middle" in cut and policy.soften_tool_results
+                and cut.startswith("Error") and before[action.index]["content"].endswith(cut[-50:]))
     # First non-system message is still a user message when it was one.
     def first_non_system(messages):
         return next((m["role"] for m in messages if m["role"] not in ("system", "developer")), None)
@@ -453,13 +457,17 @@ def test_turns_are_dropped_oldest_first_with_a_report():
     assert data["tokens_before"] == total and data["actions"]
 
 
-def test_compacting_is_idempotent_and_skips_error_results():
+def test_compacting_is_idempotent_and_an_error_result_keeps_its_head_and_tail():
+    # An error result is softened like the others (its head and tail hold its lines that matter), never compacted
+    # to its head alone: left whole, it made its step leave whole, or the request refused (a review of 2026-12-07)
     request = _tool_conversation()
-    request["messages"][3]["content"] = "Error: " + request["messages"][3]["content"]
+    error = request["messages"][3]["content"] = "Error: " + request["messages"][3]["content"] + "Failed: last line"
     total = COUNTER.count_request(request).total
     policy = TrimPolicy(keep_recent_tool_results=0, drop_old_turns=False)
     first = trim_request(request, counter=COUNTER, budget=budget_of(int(total * 0.5)), policy=policy)
-    assert first.request["messages"][3] is request["messages"][3]
+    softened = first.request["messages"][3]["content"]
+    assert softened.startswith("Error: ") and softened.endswith("Failed: last line") and len(softened) < len(error)
+    assert SOFTENED_MARKER in softened and f"{COMPACTED_MARKER} by" not in softened
     compacted = [a.index for a in first.report.actions if a.action == "compacted"]
     assert compacted
     # A compacted result is never compacted again, whatever the budget asks for.
@@ -491,6 +499,21 @@ def test_cannot_fit_error_names_the_numbers():
     for number in (facts["window"], facts["output_reserve"], facts["budget"], facts["tokens_before"]):
         assert str(number) in message
     assert "latest" in message and "larger context window" in message
+    assert "older history" not in message and "new conversation" not in message  # none of it stays
+
+
+def test_a_refusal_names_the_older_history_that_stays():
+    """A review of 2026-12-07: a refusal listed every part that cannot be trimmed but the older history that stays
+    (a message no rule may drop, such as a result whose call the server holds), and advised shortening the latest
+    message when the older history was the largest part."""
+    from budget_hook.trimming.report import cannot_fit
+
+    budget = compute_budget(4000)
+    error = cannot_fit("gpt-4o", budget, 9000, 8000, {"system": 100, "latest_turn": 50, "older_history": 7000})
+    message = str(error)
+    assert "older history 7000 tokens; the largest is the older history" in message
+    assert "Start a new conversation" in message or "start a new conversation" in message
+    assert error.facts["protected_tokens"]["older_history"] == 7000
 
 
 def test_stress_conversation_history_fits_128k():
@@ -570,3 +593,28 @@ def test_a_content_hash_is_the_documented_recipe(role, content, extra):
         expected = hashlib.sha256(recipe.encode()).hexdigest()[:16]
         assert content_hash(message) == expected
         assert content_hash(dict(message)) == expected  # again, from the memo where it has a key
+
+
+def test_the_task_s_last_tool_step_leaves_before_newer_steps():
+    """A review of 2026-12-07: a turn's last step stayed with its question, and the task never leaves, so the last
+    tool step of the task's turn outlived every newer step (the latest loop's steps went first, or a request that
+    dropping it fits was refused). It is a unit of its own now, after the turn's other steps."""
+    def call(i):
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": "run", "arguments": json.dumps({"cmd": i})}}]}
+
+    def result(i):
+        return {"role": "tool", "tool_call_id": f"c{i}", "content": " ".join(f"r{i}_{j:05d}" for j in range(100))}
+    messages = [{"role": "system", "content": "You are a coding agent."},
+                {"role": "user", "content": "Fix the failing test in parser.py"}, call(1), result(1), call(2), result(2),
+                {"role": "user", "content": "Also: use pytest -x, not unittest."}, call(3), result(3), call(4), result(4)]
+    assert [u.indexes for u in drop_units(messages, {0, 1})] == [(2, 3), (4, 5), (7, 8)]  # the task's last step too
+    assert [u.indexes for u in drop_units(messages[:6], {0, 1})] == [(2, 3)]  # the latest turn's last step: never
+    # a final reply as the task turn's last step stays with it (its answer)
+    answered = [*messages[:6], {"role": "assistant", "content": "Fixed."}, *messages[6:]]
+    assert [u.indexes for u in drop_units(answered, {0, 1})] == [(2, 3), (4, 5), (8, 9)]
+    request = {"model": "gpt-4o", "messages": messages}
+    for budget in (1_300, 1_600):
+        out = trim_request(request, counter=COUNTER, budget=budget_of(budget)).request["messages"]
+        assert [m for m in out if m in messages[6:]] == messages[6:]  # the latest loop verbatim
+        assert not [m for m in out if m in messages[2:6]] and pairing_problems(out) == []

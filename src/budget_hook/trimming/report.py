@@ -209,13 +209,16 @@ def check_native_fit(counter: TokenCounter, budget: Budget, tokens_before: int, 
 
 def cannot_fit(model: str, budget: Budget, before: int, after: int, protected: Mapping[str, int]) -> CannotFitError:
     parts = {"latest_turn": "latest turn", "system": "system", "tool_definitions": "tool definitions",
-             "opening_context": "opening context"}
+             "opening_context": "opening context",
+             # what stays of the older history (a message no rule may drop): named only when some does
+             **({"older_history": "older history"} if protected.get("older_history") else {})}
     largest = max(parts, key=lambda k: protected.get(k, 0))
     capped = f", capped at {budget.cap}" if budget.cap else ""
     remedies = ["shorten the latest message or its tool output" if protected.get("latest_turn") else "",
                 "send fewer tool definitions" if protected.get("tool_definitions") else "",
                 "send fewer files or a shorter system prompt" if protected.get("opening_context")
                 or protected.get("system") else "",
+                "start a new conversation" if protected.get("older_history") else "",
                 "lower max_tokens" if budget.output_reserve else "",
                 "use a model with a larger context window",
                 "or an operator can let the gateway drop or reduce the opening context (drop_opening_context, "

@@ -171,7 +171,11 @@ def drop_units(messages: Sequence[Mapping[str, Any]], kept: Collection[int]) -> 
     the head: the latest turn's is the call being answered (or the final reply), an older turn's its
     answer, and a kept head followed by the next turn's user message would make two user messages
     neighbours. An older turn whose head may go ends with one more unit, its head and its last step (the
-    question and its answer), so a long turn leaves a step at a time and its question and answer last.
+    question and its answer), so a long turn leaves a step at a time and its question and answer last. In an
+    older turn whose head never leaves (the pinned task, a kept message), a last step that is a tool step leaves
+    alone, after the turn's other steps: kept, it would outlive every newer step of the history (a review: the
+    task's last tool step stayed while the newest result was dropped, or the request was refused). Shapes whose
+    roles must alternate merge the user messages it makes neighbours (``shapes.base.merge_new_neighbours``).
     """
     units: list[Unit] = []
     turns = split_turns(messages)
@@ -200,8 +204,12 @@ def drop_units(messages: Sequence[Mapping[str, Any]], kept: Collection[int]) -> 
         units.extend(Unit(tuple(step), turn.number, latest) for step in steps
                      if not any(index in kept for index in step))
         rest = ([head] if head is not None else []) + last
-        if not latest and rest and not any(index in kept for index in turn.indexes):
+        if latest or not rest:
+            continue
+        if not any(index in kept for index in turn.indexes):
             units.append(Unit(tuple(rest), turn.number))
+        elif last and not any(index in kept for index in last) and any(is_result(messages[i]) for i in last):
+            units.append(Unit(tuple(last), turn.number))  # the head never leaves: its last tool step goes alone
     return units
 
 

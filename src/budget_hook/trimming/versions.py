@@ -127,7 +127,9 @@ class Versions:
     def _light(self, index: int) -> list[Variant]:
         policy, message = self.policy, self.messages[index]
         options: list[Variant] = []
-        if policy.soften_tool_results and self._result_reducible(index) and not self.is_recent(index):
+        # an error result too: softened, its head and tail hold the lines that matter (left whole, its step went whole);
+        # compaction (the head alone) would lose its last lines, so it never compacts one (``_heavy``)
+        if policy.soften_tool_results and self._result_reducible(index, errors=True) and not self.is_recent(index):
             text = message_text(message)
             keep, tail_chars = policy.tool_result_soft_keep_chars, policy.tool_result_soft_keep_chars // 3
             if len(text) > keep:
@@ -184,7 +186,8 @@ class Versions:
     def _reducible(self, index: int) -> bool:
         """Might a reduction apply (without counting anything)?"""
         policy = self.policy
-        return ((self._result_reducible(index) and (policy.soften_tool_results or policy.compact_tool_results))
+        return ((self._result_reducible(index, errors=True)
+                 and (policy.soften_tool_results or policy.compact_tool_results))
                 or self._assistant_reducible(index) or self._user_reducible(index) or self._has_old_images(index))
 
     def saving(self, index: int, level: str) -> int:
