@@ -124,3 +124,33 @@ def test_an_attempt_asks_for_more_output_only_with_a_client_s_larger_allowance()
     assert not asks_more_output(embeddings, {"input": "x", "max_tokens": 10_000}, gpt, 0, dict)
     assert asks_more_output(chat, {**base, "thinking": {"type": "enabled", "budget_tokens": 30_000}, "max_tokens": None},
                             CLAUDE, 8_192, dict)  # Claude's allowance is then the budget and 4,096
+
+
+@pytest.mark.parametrize(("model", "fills"), [
+    ("bedrock/converse/arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3", True),
+    ("bedrock/converse/qwen.qwen3-32b-v1:0", True),
+    ("bedrock/zai.glm-4.7", True),
+    ("databricks/databricks-meta-llama-3-3-70b-instruct", True),
+    ("anthropic/my-compatible-server-model", True),
+    ("bedrock/converse/openai.gpt-oss-120b-1:0", False),  # LiteLLM's Converse skips gpt-oss and Nova 2
+    ("bedrock/converse/us.amazon.nova-2-lite-v1:0", False),
+    ("openai/gpt-4o", False),
+    ("hosted_vllm/Qwen/Qwen3-32B", False),
+])
+def test_a_thinking_request_s_filled_allowance_is_reserved_whatever_the_model(model, fills):
+    """An attack review of 2026-12-07: LiteLLM sends a thinking budget plus 4,096 for any model of Anthropic's API,
+    Bedrock Converse and Databricks when the request sets no allowance, while the reserve was taken for names read as
+    Claude only: 34,096 sent through a Bedrock inference profile's ARN where 4,096 was reserved."""
+    limits = limits_of("g", [{"model_name": "g", "litellm_params": {"model": model},
+                              "model_info": {"max_input_tokens": 100_000}}])
+    assert limits.fills_thinking_output is fills and limits.filled_output_tokens is None
+    thinking = decided("chat", {"model": "c", "messages": MESSAGES,
+                                "thinking": {"type": "enabled", "budget_tokens": 30_000}}, limits)
+    effort = decided("chat", {"model": "c", "messages": MESSAGES, "reasoning_effort": "high"}, limits)
+    plain = decided("chat", {"model": "c", "messages": MESSAGES}, limits)
+    if fills:
+        assert (thinking.report.budget.output_reserve, effort.report.budget.output_reserve) == (34_096, 8_192)
+    else:
+        assert thinking.report.budget.output_reserve == effort.report.budget.output_reserve
+    assert plain.report.budget.output_reserve == decided("chat", {"model": "c", "messages": MESSAGES},
+                                                         ModelLimits(100_000, "test", "openai/gpt-4o")).report.budget.output_reserve

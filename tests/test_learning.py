@@ -500,7 +500,7 @@ def test_the_provider_count_of_a_continuation_is_taken_less_the_chain_it_holds()
     from budget_hook.proxy.provider_count import decide_with_provider_count
 
     class Counter:
-        async def count(self, target, body, timeout):
+        async def count(self, target, body, timeout, prepared=None):
             return 6000 + 900, "answered"  # the chain's 6,000 and the new input's ~900
 
         def server_window(self, target):

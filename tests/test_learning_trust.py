@@ -163,6 +163,18 @@ def test_a_cached_answer_teaches_nothing():
     ("chat", {"model": "g", "messages": [{"role": "user", "content": "hi"}], "mock_response": {"usage": {}}}, False),
     ("chat", {"model": "g", "messages": [{"role": "user", "content": "hi"}], "extra_body": {"mock_response": "x"}},
      False),
+    # the provider's own loop of model calls (server tools, MCP), billed as their sum: a review of 2026-12-07 raised
+    # every tenant's floor past a learned 32,000-token window with one such bill
+    ("responses", {"model": "g", "input": "research", "tools": [{"type": "web_search_preview"}]}, False),
+    ("responses", {"model": "g", "input": "look", "tools": [{"type": "mcp", "server_label": "x",
+                                                             "server_url": "https://mcp.example.com"}]}, False),
+    ("anthropic", {"model": "g", "max_tokens": 100, "messages": [{"role": "user", "content": "search"}],
+                   "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 20}]}, False),
+    ("anthropic", {"model": "g", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}],
+                   "mcp_servers": [{"type": "url", "url": "https://mcp.example.com", "name": "x"}]}, False),
+    ("gemini", {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "tools": [{"googleSearch": {}}]}, False),
+    # one call over history the provider holds: its bill is one prompt it served
+    ("responses", {"model": "g", "input": "and then?", "previous_response_id": "resp_1"}, True),
 ])
 def test_only_one_prompt_a_provider_served_proves_a_window(shape, body, proves):
     from budget_hook.budget import ModelLimits

@@ -67,15 +67,18 @@ FORMULA_OF = {
     "ollama/llama3.2-vision": "openai_tiles",  # cross-attention: an image is one token of the prompt
     "openai/my-vlm": "open_bound",
     "hosted_vllm/my-model": "open_bound",
-    # unchanged: OpenAI's own, closed vendors whose bills correct the estimate, text models of known families
+    # OpenAI's own and text models of known families: OpenAI's tiles. Closed vendors of a family not known here: the
+    # larger of OpenAI's tiles and Claude's formula, ``detail`` ignored (an attack review of 2026-12-07: a Bedrock
+    # inference profile's ARN serving Claude priced a 1568x1568 image at 85 tokens, ``low``, against 1,697)
     "gpt-4o": "openai_tiles",
     "azure/my-gpt-deployment": "openai_tiles",
-    "xai/grok-2-vision-1212": "openai_tiles",
-    "bedrock/us.amazon.nova-pro-v1:0": "openai_tiles",
-    "cohere/command-a-vision-07-2025": "openai_tiles",
+    "bedrock/converse/arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3": "closed_bound",
+    "xai/grok-2-vision-1212": "closed_bound",
+    "bedrock/us.amazon.nova-pro-v1:0": "closed_bound",
+    "cohere/command-a-vision-07-2025": "closed_bound",
     "hosted_vllm/CohereLabs/command-a-vision-07-2025": "open_bound",  # the same vendor's open weights, self-hosted
-    "openrouter/x-ai/grok-2-vision-1212": "openai_tiles",  # the same closed vendors behind a router of many models
-    "azure_ai/grok-3": "openai_tiles",
+    "openrouter/x-ai/grok-2-vision-1212": "closed_bound",  # the same closed vendors behind a router of many models
+    "azure_ai/grok-3": "closed_bound",
     "openrouter/qwen/qwen2.5-vl-72b-instruct": "qwen_vl",
     # a second review: more spellings
     "hosted_vllm/TIGER-Lab/Mantis-8B-siglip-llama3": "llava",
@@ -106,7 +109,7 @@ def test_each_model_prices_images_with_its_encoder(model):
     assert TokenCounter.for_model(model).profile.image_formula == FORMULA_OF[model]
 
 
-OPEN = [m for m, f in FORMULA_OF.items() if f not in ("openai_tiles", "gemini_tiles")]
+OPEN = [m for m, f in FORMULA_OF.items() if f not in ("openai_tiles", "gemini_tiles", "closed_bound")]
 
 
 @pytest.mark.parametrize("model", OPEN)
@@ -132,8 +135,9 @@ def test_an_image_of_unknown_size_costs_the_most_its_encoder_makes(model):
 
 
 def test_closed_vendors_and_openai_keep_their_price():
-    for model in ("xai/grok-2-vision-1212", "azure/my-gpt-deployment", "gpt-4o"):
+    for model in ("azure/my-gpt-deployment", "gpt-4o"):
         assert image_cost(model, png(3840, 2160)) < 1_200
+    assert image_cost("xai/grok-2-vision-1212", png(3840, 2160)) < 2_000  # Claude's 1,568 x 882: 1,844
 
 
 @given(size=SIZES, formula=st.sampled_from(sorted(REFERENCES)))
@@ -204,3 +208,21 @@ def test_a_video_elsewhere_keeps_its_price_by_size():
     for model in ("gpt-4o", "gemini/gemini-2.0-flash", "ollama/gemma3"):
         body = {"messages": [{"role": "user", "content": [{"type": "video_url", "video_url": {"url": clip}}]}]}
         assert TokenCounter.for_model(model).count_request(body).total < 3_100
+
+
+def test_a_closed_vendor_s_unknown_model_prices_an_image_as_claude_or_openai_would_whatever_its_detail():
+    """An attack review of 2026-12-07: a Bedrock inference profile's ARN names no model, so its images were priced by
+    OpenAI's tiles with ``detail: low`` honoured (85 tokens for a 1568x1568 image Claude reads as 1,697)."""
+    from budget_hook.counting.images import anthropic_image_tokens, image_price
+
+    arn = TokenCounter.for_model("bedrock/converse/arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/x")
+    claude = TokenCounter.for_model("bedrock/converse/us.anthropic.claude-sonnet-4-5-20250929-v1:0")
+    for detail in ("low", "high", "auto"):
+        for size in ((1568, 1568), (512, 512), (4000, 300), None):
+            price = image_price("closed_bound", size, detail=detail, base=85, tile=170, multiplier=1.0)
+            assert price >= image_price("openai_tiles", size, detail="high", base=85, tile=170, multiplier=1.0)
+            assert price >= (anthropic_image_tokens(*size) if size else image_price(
+                "anthropic", None, detail=detail, base=85, tile=170, multiplier=1.0))
+    assert arn.profile.image_formula == "closed_bound" and claude.profile.image_formula == "anthropic"
+    assert image_price("closed_bound", (1568, 1568), detail="low", base=85, tile=170, multiplier=1.0) >= \
+        anthropic_image_tokens(1568, 1568) > 1_500

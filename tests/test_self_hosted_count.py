@@ -141,3 +141,60 @@ def test_text_the_counting_endpoint_is_not_sent_keeps_the_estimate():
     assert target.unsent(plain) == []
     assert target.unsent({**plain, "documents": [{"text": "x"}]}) == ["documents"]
     assert target.unsent({**plain, "extra_body": {"chat_template_kwargs": {"date": "x"}}}) == ["chat_template_kwargs"]
+
+
+def test_media_and_unseen_references_keep_the_estimate():
+    """A review of 2026-12-07: vLLM's ``/tokenize`` ran no image processor before 0.17, so six 4K images counted 50
+    tokens and the estimate, scaled by 0.001, let 63,350 tokens into a 32k window. A self-hosted server is not asked
+    about a request holding media; nor any endpoint about content the gateway estimated in a field it is not sent."""
+    target = count_target(deployment("hosted_vllm/Qwen/Qwen2.5-VL-7B-Instruct"), "chat")
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    body = {"messages": [{"role": "system", "content": "be brief"},
+                         {"role": "user", "content": [{"type": "text", "text": "what is it?"}, image]}]}
+    assert target.unsent(body) == ["messages[1].content[1]"]
+    assert target.unsent(body, ["messages[1].content[1]"]) == ["messages[1].content[1]"]  # sent, yet media
+    openai = count_target({"litellm_params": {"model": "openai/gpt-4o", "api_key": "k"}}, "responses")
+    assert openai.unsent({"input": "hi", "prompt": {"id": "pmpt_1"}}, ["prompt"]) == ["prompt"]
+    assert openai.unsent({"input": "hi"}, ["input[0].content[1]"]) == []  # in the input: the endpoint reads it
+    assert openai.unsent({"input": [{"role": "user", "content": [image]}]}) == []  # OpenAI's own count prices images
+
+
+def test_a_count_far_under_the_estimate_is_not_taken():
+    """Text is never counted four times apart: such a count missed content, and scaling every count by it would let
+    the request through. The estimate decides, and the record says why."""
+    from types import SimpleNamespace
+
+    from budget_hook.budget import ModelLimits
+    from budget_hook.pipeline import BudgetRequest, decide
+    from budget_hook.proxy.provider_count import decide_with_provider_count
+    from budget_hook.shapes import SHAPES
+
+    answers = iter([50, 2_000])
+
+    class Counter:
+        async def count(self, target, body, timeout, prepared=None):
+            assert isinstance(prepared, tuple)  # built in the pool with the check, not on the event loop
+            return next(answers), "answered"
+
+        def server_window(self, target):
+            return None
+
+    pooled = []
+
+    async def run(fn, body, weight=None):  # the offloader: what may run in the pool
+        pooled.append(fn())
+        return pooled[-1]
+    settings = load_settings({"provider_count": "always"})
+    plugin = SimpleNamespace(provider_counter=Counter(), offloader=SimpleNamespace(run=run), settings=settings)
+    body = {"model": "g", "max_tokens": 100, "messages": [{"role": "user", "content": "word " * 2_400}]}
+    request = BudgetRequest(SHAPES.get("chat"), body, "g", ModelLimits(2_000, "test", "hosted_vllm/llama"))
+    first = decide(request, settings)
+    deployments = [deployment("hosted_vllm/llama")]
+    low = asyncio.run(decide_with_provider_count(plugin, request, first, deployments))
+    assert low.calibration.provider_tokens is None and "under a quarter of the estimate" in low.calibration.provider_note
+    assert low.tokens_before == first.tokens_before and low.action == first.action == "blocked"
+    near = asyncio.run(decide_with_provider_count(plugin, request, first, deployments))
+    assert near.calibration.provider_tokens == 2_000  # within reach of the estimate: taken
+    # the check of what the endpoint is sent and the counting body's JSON and hash went through the offloader (an
+    # attack review: 34 MB of small parts held the event loop 0.84 s there)
+    assert [type(p[1]) for p in pooled if isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], list)] == [tuple] * 2

@@ -296,8 +296,9 @@ class Handler(BaseHTTPRequestHandler):
         window = STATE["max_model_len"]
         if path.endswith("/tokenize"):
             if "messages" in body:
-                try:
-                    tokens = count(body["messages"], body.get("tools"))
+                try:  # ``--tokenize-placeholders``: vLLM before 0.17, whose /tokenize ran no image processor
+                    tokens = _text_count(body["messages"], body.get("tools")) + len(image_sizes(body["messages"])) \
+                        if STATE.get("placeholders") else count(body["messages"], body.get("tools"))
                 except ValueError as error:
                     return self._error(str(error))
             elif OWN:
@@ -336,10 +337,13 @@ def main() -> None:
     parser.add_argument("--tokenizer", default="")
     parser.add_argument("--chat-template", default="")
     parser.add_argument("--vision", default="")
+    parser.add_argument("--tokenize-placeholders", action="store_true",
+                        help="/tokenize counts one token per image, as vLLM did before 0.17")
     args = parser.parse_args()
     if args.tokenizer:
         use_files(args.tokenizer, args.chat_template)
-    STATE.update(record=args.record, model=args.model, max_model_len=args.max_model_len, vision=args.vision)
+    STATE.update(record=args.record, model=args.model, max_model_len=args.max_model_len, vision=args.vision,
+                 placeholders=args.tokenize_placeholders)
     ENCODING = encoding()
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True

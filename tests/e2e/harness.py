@@ -123,16 +123,18 @@ def start_fake_provider(workdir: Path, models: dict[str, int], *, record: bool =
 
 
 def start_fake_vllm(folder: Path, model: str, window: int, *, files: tuple = (), vision: str = "",
-                    name: str = "vllm") -> Process:
+                    name: str = "vllm", args: tuple[str, ...] = ()) -> Process:
     """``fake_vllm.py`` serving ``model`` with ``window`` (``max_model_len``); ``files``: a ``tokenizer.json`` and
-    ``tokenizer_config.json`` it serves instead of Llama 3's; ``vision``: the image processor of a vision model.
-    Its payloads go to ``folder/{name}_payloads.jsonl`` (``extra["record"]``)."""
+    ``tokenizer_config.json`` it serves instead of Llama 3's; ``vision``: the image processor of a vision model;
+    ``args``: more of its options (``--tokenize-placeholders``). Its payloads go to ``folder/{name}_payloads.jsonl``
+    (``extra["record"]``)."""
     record = folder / f"{name}_payloads.jsonl"
     record.touch()
     stderr = folder / f"{name}.stderr"
     own = ["--tokenizer", str(files[0]), "--chat-template", str(files[1])] if files else []
     popen = subprocess.Popen([sys.executable, str(HERE / "fake_vllm.py"), "--model", model, "--max-model-len",
-                              str(window), "--record", str(record), *own, *(["--vision", vision] if vision else [])],
+                              str(window), "--record", str(record), *own, *(["--vision", vision] if vision else []),
+                              *args],
                              stdout=subprocess.PIPE, stderr=stderr.open("w"), env=process_env(),
                              start_new_session=True, text=True)
     line = popen.stdout.readline()

@@ -23,6 +23,8 @@ pytestmark = pytest.mark.e2e
 SONNET = "claude-sonnet-4-5-20250929"
 BEDROCK = "us.anthropic.claude-3-7-sonnet-20250219-v1:0"
 AWS = {"aws_access_key_id": "fake", "aws_secret_access_key": "fake", "aws_region_name": "us-east-1"}
+#: an application inference profile (the usual way to serve Claude on Bedrock with cost tags): no model in its name
+ARN = "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1b2c3d4e5f6"
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,8 @@ def servers(tmp_path_factory):
         "model_list": [model_entry("claude-small", sonnet, base, 20_000, model_info={"max_output_tokens": 2_000}),
                        model_entry("claude-big", sonnet, base, 200_000, model_info={"max_output_tokens": 64_000}),
                        model_entry("claude37", bedrock, base, 40_000, api_key=None, **AWS),
-                       model_entry("claude37-wide", bedrock, base, 200_000, api_key=None, **AWS)],
+                       model_entry("claude37-wide", bedrock, base, 200_000, api_key=None, **AWS),
+                       model_entry("profile", f"bedrock/converse/{ARN}", base, 40_000, api_key=None, **AWS)],
         "litellm_settings": {"callbacks": "budget_hook.proxy.plugin", "num_retries": 0},
         "callback_settings": {"budget_hook": {}},
     }
@@ -86,3 +89,21 @@ def test_a_thinking_budget_that_fits_reaches_the_provider_as_the_client_asked(se
     [sent] = payloads_with(servers[1], "[wide]")
     assert sent["inferenceConfig"]["maxTokens"] == 34_096  # what LiteLLM sends alone
     assert sent["additionalModelRequestFields"]["thinking"]["budget_tokens"] == 30_000
+
+
+def test_a_thinking_budget_is_reserved_for_a_model_not_named_claude(servers):
+    """An attack review of 2026-12-07: LiteLLM sends a thinking budget plus 4,096 for every Bedrock Converse model (an
+    ARN gets every parameter), while the reserve was taken only for names read as Claude: 27,821 input tokens and
+    34,096 of output reached a 40,000-token window. The allowance is reserved for the ARN too."""
+    body = {"model": "profile", "thinking": {"type": "enabled", "budget_tokens": 30_000},
+            "messages": [{"role": "user", "content": words(4500, "arn-thinks")}]}
+    response = chat(servers, body)
+    assert response.status_code == 400 and response.headers["x-budget-decision"] == "blocked", response.text
+    assert response.headers["x-budget-input-budget"] == str(40_000 - 34_096 - 2_000)
+    assert payloads_with(servers[1], "[arn-thinks]") == []
+    # without thinking nothing is filled in for it: the policy's reserve, and the request fits (it reaches the stand-in,
+    # which answers Bedrock's Converse path with a 404: it serves no Bedrock call)
+    response = chat(servers, {"model": "profile", "messages": [{"role": "user", "content": words(4500, "arn-plain")}]})
+    assert response.headers["x-budget-decision"] == "pass", response.text
+    [sent] = payloads_with(servers[1], "[arn-plain]")
+    assert "maxTokens" not in sent.get("inferenceConfig", {})

@@ -16,7 +16,9 @@ window: the server refused it after the call. Now:
 * a request over the window because of its image is refused by the gateway, and the server never sees it;
 * a small image passes and is forwarded;
 * vLLM's ``mm_processor_kwargs`` (how many tokens an image becomes) are the operator's: set on the deployment they
-  are sent, sent by a client they are refused.
+  are sent, sent by a client they are refused;
+* an eighth server's ``/tokenize`` counts one token an image (vLLM before 0.17): with ``provider_count: always`` a
+  request holding images is decided on the estimate, not on that count.
 
 Every server renders Llama 3.1's chat template around the text, whatever its model, so the tests compare what an
 image adds on each side, not whole requests.
@@ -61,14 +63,21 @@ def proxy(tmp_path_factory):
         for group, (model, vision) in SERVERS.items():
             servers[group] = start_fake_vllm(folder, model, WINDOWS.get(group, WINDOW), vision=vision, name=group)
             started.append(servers[group])
+        # vLLM before 0.17: its /tokenize ran no image processor (one token an image), asked for every request
+        servers["old_tokenize"] = start_fake_vllm(folder, "Qwen/Qwen2.5-VL-7B-Instruct", 32_768, vision="qwen2_vl",
+                                                  name="old_tokenize", args=("--tokenize-placeholders",))
+        started.append(servers["old_tokenize"])
+
         def entry(group: str, server: str, **params) -> dict:
             return model_entry(group, f"hosted_vllm/{SERVERS[server][0]}", f"http://127.0.0.1:{servers[server].port}/v1",
                                WINDOWS.get(server, WINDOW), **params)
         config = {
-            "model_list": [*(entry(group, group) for group in servers),
-                           entry("operator_set", "qwen3vl", mm_processor_kwargs={"max_pixels": 1_000_000})],
+            "model_list": [*(entry(group, group) for group in SERVERS),
+                           entry("operator_set", "qwen3vl", mm_processor_kwargs={"max_pixels": 1_000_000}),
+                           model_entry("old_tokenize", "hosted_vllm/Qwen/Qwen2.5-VL-7B-Instruct",
+                                       f"http://127.0.0.1:{servers['old_tokenize'].port}/v1", 32_768)],
             "litellm_settings": {"callbacks": ["budget_hook.proxy.plugin"], "num_retries": 0},
-            "callback_settings": {"budget_hook": {}},
+            "callback_settings": {"budget_hook": {"models": {"old_tokenize": {"provider_count": "always"}}}},
         }
         process = start_proxy(write_config(folder / "proxy", config), log_dir=folder)
         started.append(process)
@@ -150,3 +159,21 @@ def test_the_servers_media_settings_are_the_operators_alone(proxy):
     response = post(process, "/v1/chat/completions", {**client, "mm_processor_kwargs": {"max_pixels": 100_000_000}})
     assert response.status_code == 400 and "mm_processor_kwargs" in response.json()["error"]["message"]
     assert payloads_with(servers["qwen3vl"], f"client{tag}") == []
+
+
+def test_a_server_s_count_that_prices_no_image_is_not_taken(proxy):
+    """An attack review of 2026-12-07: vLLM's ``/tokenize`` ran no image processor before 0.17, so with ``provider_count:
+    always`` six 3840x2160 images (about 63,000 tokens) were counted 50 by the server, the estimate scaled by 0.001, and
+    the request reached a 32,768-token server. A request holding media is not counted by a self-hosted server: the
+    estimate decides; a text request still is."""
+    process, servers = proxy
+    tag = f"sixk{uuid.uuid4().hex[:8]}"
+    request = body("old_tokenize", tag, None)
+    request["messages"][0]["content"] += [{"type": "image_url", "image_url": {"url": png(3840, 2160)}}] * 6
+    response = post(process, "/v1/chat/completions", request)
+    assert response.status_code == 400 and response.headers["x-budget-decision"] == "blocked", response.text[:300]
+    assert int(response.headers["x-budget-tokens-before"]) > 60_000
+    assert [p for p in payloads_with(servers["old_tokenize"], tag) if "max_tokens" in p] == []  # no chat call
+    text = f"text{uuid.uuid4().hex[:8]}"
+    response = post(process, "/v1/chat/completions", body("old_tokenize", text, None))
+    assert response.status_code == 200 and "provider" in response.headers["x-budget-count-method"], response.headers

@@ -270,7 +270,7 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
     filled: list[int] = []
     betas: list[int] = []  # each deployment's window when the request replaces the beta header it sends
     replaced_by: set[str] = set()
-    joined = False
+    joined = thinking_filled = False
     for position, deployment in enumerate(deployments):
         params = deployment.get("litellm_params") or {}
         model_info = deployment.get("model_info") or {}
@@ -281,11 +281,13 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
         info = (infos[position] if infos is not None and position < len(infos) else None) or {}
         window = info.get("max_input_tokens") or None
         quirks = _fills_max_tokens(backend, base_model)
+        thinks = quirks is not None or fills_thinking_output(backend)
+        thinking_filled = thinking_filled or thinks
         # what the deployment sends when the request sets none (the router's defaults under its own parameters, merged
         # into the call): an allowance of its own, whatever the provider; a thinking budget, the budget and 4,096
         sent = {**(info.get("default_params") or {}), **params} if isinstance(params, Mapping) else {}
         own = max(requested_output_tokens(sent, lenient=True) or 0,
-                  thinking_output_tokens(sent) or 0 if quirks is not None else 0)
+                  thinking_output_tokens(sent) or 0 if thinks else 0)
         if quirks is not None:
             # LiteLLM reads Claude's from its live model map, where every deployment of the model shares one entry
             # (the last registered writes it: a deployment's 2,000 reserved, another's 64,000 sent; ``shared_output``)
@@ -313,24 +315,29 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
         window = lookup_max_input_tokens(group)
         group_quirks = _fills_max_tokens(group, None)
         output = _filled_output(group, group_quirks) if group_quirks is not None else None
+        thinks = group_quirks is not None or fills_thinking_output(group)
         if window:
             window, note = header_dependent_window(group, None, window, {}, {})
             source = f"model map: {group}" + (f"; {note}" if note else "")
-            return ModelLimits(window, source, group, filled_output_tokens=output, joins_prompts=joined)
-        return ModelLimits(None, "unknown", group, filled_output_tokens=output, joins_prompts=joined)
+            return ModelLimits(window, source, group, filled_output_tokens=output, joins_prompts=joined,
+                               fills_thinking_output=thinks)
+        return ModelLimits(None, "unknown", group, filled_output_tokens=output, joins_prompts=joined,
+                           fills_thinking_output=thinks)
     counting_model, base_model = _most_conservative(backends)
     routed = routed_groups(group, deployments, model_list)
     output_filled = max(filled) if filled else None
     if len(windows) < len(deployments):
         # One deployment with an unknown window could be the smallest: treat the group as unknown.
         return ModelLimits(None, f"unknown for {len(deployments) - len(windows)} of {len(deployments)} deployments",
-                           counting_model, base_model, len(deployments), routed, output_filled, tuple(ids), joined)
+                           counting_model, base_model, len(deployments), routed, output_filled, tuple(ids), joined,
+                           fills_thinking_output=thinking_filled)
     window, _ = min(windows)
     source = f"router: min over {len(deployments)} deployment(s)" + "".join(f"; {note}" for note in notes[:2])
     beta = min(betas)
     return ModelLimits(window, source, counting_model, base_model, len(deployments), routed, output_filled,
                        tuple(ids), joined, beta_window=beta if beta < window else None,
-                       beta_replacers=tuple(sorted(replaced_by)) if beta < window else ())
+                       beta_replacers=tuple(sorted(replaced_by)) if beta < window else (),
+                       fills_thinking_output=thinking_filled)
 
 
 def routed_groups(group: str, deployments: Sequence[Mapping[str, Any]], model_list: Any) -> tuple[str, ...]:
@@ -356,6 +363,19 @@ def _fills_max_tokens(backend: str, base_model: str | None) -> WindowQuirks | No
     return record.windows if record is not None and record.windows.fills_max_tokens else None
 
 
+#: providers whose LiteLLM configuration fills ``max_tokens`` with a thinking budget and 4,096 when the request
+#: asks for thinking and sets none, whatever the model (``update_optional_params_with_thinking_tokens``: Anthropic's,
+#: Bedrock Converse's but for gpt-oss and Nova 2, Databricks'): an attack review of 2026-12-07 sent 34,096 on top of
+#: 27,821 input tokens into a 40,000-token window through a Bedrock inference profile's ARN, 4,096 reserved
+THINKING_FILLERS = ("anthropic/", "bedrock/", "databricks/")
+
+
+def fills_thinking_output(backend: str) -> bool:
+    """Whether LiteLLM fills in an allowance for a thinking request to this deployment (``THINKING_FILLERS``)."""
+    name = backend.strip().lower()
+    return name.startswith(THINKING_FILLERS) and "gpt-oss" not in name and "nova-2" not in name
+
+
 def _filled_output(model: str, quirks: WindowQuirks) -> int:
     """What LiteLLM fills in as ``max_tokens`` for such a model (its maximum output, else the provider's
     default: 4,096 for Claude)."""
@@ -376,6 +396,7 @@ def covers(attempt: ModelLimits, first: ModelLimits) -> bool:
     return (attempt.window is not None and first.window is not None and attempt.window >= first.window
             and (attempt.counting_model, attempt.base_model) == (first.counting_model, first.base_model)
             and (attempt.filled_output_tokens or 0) <= (first.filled_output_tokens or 0)
+            and (first.fills_thinking_output or not attempt.fills_thinking_output)
             and (first.joins_prompts or not attempt.joins_prompts))
 
 
@@ -408,12 +429,14 @@ def combine(group: str, parts: list[ModelLimits]) -> ModelLimits:
     unknown = [name for name, p in zip(names, parts, strict=True) if p.window is None]
     ids = tuple(dict.fromkeys(i for p in parts for i in p.deployment_ids))
     joined = any(p.joins_prompts for p in parts)
+    thinks = any(p.fills_thinking_output for p in parts)
     if unknown:
         return ModelLimits(None, f"unknown for the listed group(s) {', '.join(unknown)}", counting_model, base_model,
-                           deployments, routed, max(filled, default=None), ids, joined)
+                           deployments, routed, max(filled, default=None), ids, joined, fills_thinking_output=thinks)
     window = min(p.window for p in parts if p.window is not None)
     beta = min((p.beta_window or p.window) for p in parts if p.window is not None)  # a client's header, in each
     replaced_by = tuple(sorted({r for p in parts for r in p.beta_replacers}))
     return ModelLimits(window, f"min over the listed groups {', '.join(names)}", counting_model, base_model,
                        deployments, routed, max(filled, default=None), ids, joined,
-                       beta_window=beta if beta < window else None, beta_replacers=replaced_by if beta < window else ())
+                       beta_window=beta if beta < window else None, beta_replacers=replaced_by if beta < window else (),
+                       fills_thinking_output=thinks)

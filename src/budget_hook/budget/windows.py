@@ -55,6 +55,9 @@ class ModelLimits:
     #: the request's own headers take the place of the one a deployment sends for its window (whether or not they hold
     #: the long-window value): the window the provider applied was the request's to choose, so its error teaches none
     client_beta: bool = False
+    #: a deployment of the group gets an allowance filled in when a request asks for thinking and sets none, whatever
+    #: its model (``router_windows.fills_thinking_output``: a Bedrock inference profile's ARN, Qwen or GLM on Bedrock)
+    fills_thinking_output: bool = False
 
 
 @functools.lru_cache(maxsize=1)

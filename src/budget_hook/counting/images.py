@@ -326,11 +326,19 @@ def _openai_tiles(size: tuple[int, int] | None, detail: str, base: int, tile: in
     return openai_tile_tokens(*size, base=base, per_tile=tile)
 
 
+def _closed_bound(size: tuple[int, int] | None, detail: str, base: int, tile: int, multiplier: float) -> int:
+    """A closed vendor's model of a family not known here (a Bedrock inference profile's ARN, a Nova, a Grok): the
+    larger of OpenAI's tiles and Claude's formula, ``detail`` ignored (OpenAI's own: an attack review of 2026-12-07
+    priced an image at 85 tokens, ``low``, that Claude behind an ARN reads as 1,697)."""
+    return max(_openai_tiles(size, "high", base, tile, multiplier), _anthropic_formula(size, detail, base, tile,
+                                                                                        multiplier))
+
+
 #: the image formulas a profile names (``TokenizerProfile.image_formula``), each over the image's size (None:
 #: unknown, the formula's worst case), its ``detail`` and the profile's base, tile and multiplier
 FORMULAS: dict[str, Callable[[tuple[int, int] | None, str, int, int, float], int]] = {
     "flat": _flat, "gemini_tiles": _gemini_tiles, "anthropic": _anthropic_formula, "openai_patches": _openai_patches,
-    "openai_tiles": _openai_tiles,
+    "openai_tiles": _openai_tiles, "closed_bound": _closed_bound,
     **{name: functools.partial(_open_encoder, name) for name in (*OPEN_ENCODERS, "open_bound")},
 }
 

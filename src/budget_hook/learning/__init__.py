@@ -8,7 +8,7 @@
   when a provider count could change the decision (``needs_provider_count``).
 """
 
-from .calibration import Calibration, CountBand, count_band, learnable, mocked, needs_provider_count
+from .calibration import Calibration, CountBand, count_band, learnable, mocked, needs_provider_count, server_loop
 from .corrections import (
     ANONYMOUS,
     IDLE_TEACHER_SECONDS,
@@ -43,6 +43,7 @@ __all__ = [
     "needs_provider_count",
     "parse_overflow",
     "quotes_overflow",
+    "server_loop",
     "teacher_of",
     "window_floor",
 ]

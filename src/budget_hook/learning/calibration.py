@@ -77,9 +77,12 @@ class Calibration:
 #: tool types whose work happens on the provider's servers, and whose output is billed as input
 _SERVER_TOOL_PREFIXES = ("web_search", "web_fetch", "code_execution", "code_interpreter", "tool_search", "mcp",
                          "file_search", "image_generation", "url_context")
-_SERVER_FIELDS = ("previous_response_id", "conversation", "mcp_servers", "context_management", "container",
-                  "cachedContent", "cached_content", "web_search_options", "vector_store_ids", "prompt_id",
-                  "connectors", "conversation_id",  # Cohere's search, and the history it holds
+#: fields that make the provider run model calls of its own (searches, MCP, code, Cohere's connectors): the bill is
+#: their sum, which may pass the window (a review of 2026-12-07: one such bill raised every tenant's served floor)
+_LOOP_FIELDS = ("mcp_servers", "container", "web_search_options", "vector_store_ids", "connectors")
+_SERVER_FIELDS = ("previous_response_id", "conversation", "context_management", "cachedContent", "cached_content",
+                  "prompt_id", "conversation_id",  # Cohere's history
+                  *_LOOP_FIELDS,
                   # a mocked answer (keys LiteLLM lets send one): its usage is the client's own words
                   "mock_response")
 #: Gemini's server-side tools, as keys of a tool (either spelling)
@@ -94,24 +97,33 @@ def learnable(body: Mapping[str, Any]) -> bool:
     content (history, cached contexts, stored prompts, searches, server tools), at the top level, in
     ``extra_body`` or in Gemini's ``config``. (The decision also says when it saw a reference or an unreadable
     part: ``Decision.unseen``.)"""
-    if not isinstance(body, Mapping):
-        return False
-    sources = [body, *(body.get(name) for name in ("extra_body", "config"))]
-    for source in sources:
+    return isinstance(body, Mapping) and not _server_work(body, _SERVER_FIELDS)
+
+
+def server_loop(body: Mapping[str, Any]) -> bool:
+    """Whether the provider may answer ``body`` with several model calls of its own (server tools, MCP, searches),
+    billed as their sum: such a bill proves no window (``DecisionRecord.proves_window``). History, caches and stored
+    prompts the provider holds are one call: their bill does."""
+    return not isinstance(body, Mapping) or _server_work(body, _LOOP_FIELDS)
+
+
+def _server_work(body: Mapping[str, Any], fields: tuple[str, ...]) -> bool:
+    """Any of ``fields`` set, or a server tool, at the top level, in ``extra_body`` or in Gemini's ``config``."""
+    for source in (body, *(body.get(name) for name in ("extra_body", "config"))):
         if not isinstance(source, Mapping):
             continue
-        if any(source.get(name) not in (None, False, "", []) for name in _SERVER_FIELDS):  # {}: search on
-            return False
+        if any(source.get(name) not in (None, False, "", []) for name in fields):  # {}: search on
+            return True
         tools = source.get("tools")
         for tool in tools if isinstance(tools, list) else []:
             if not isinstance(tool, Mapping):
                 continue
             kind = tool.get("type")
             if isinstance(kind, str) and kind.startswith(_SERVER_TOOL_PREFIXES):
-                return False
+                return True
             if any(key in tool for key in _SERVER_TOOL_KEYS):
-                return False
-    return True
+                return True
+    return False
 
 
 def mocked(body: Mapping[str, Any]) -> bool:

@@ -355,6 +355,8 @@ def output_asked(request: Mapping[str, Any], shape: ConversationShape, limits: M
         reserve = None  # set where LiteLLM's adapter does not read it: Claude gets its own filled in
     if reserve is None and limits.filled_output_tokens is not None:
         return max(limits.filled_output_tokens, thinking_output_tokens(request) or 0), "litellm_default"
+    if reserve is None and limits.fills_thinking_output and (thinking := thinking_output_tokens(request)):
+        return thinking, "litellm_default"  # a model LiteLLM fills only for thinking (a Bedrock ARN, Qwen on Bedrock)
     return reserve, "request"
 
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..learning import learnable, mocked, teacher_of
+from ..learning import learnable, mocked, server_loop, teacher_of
 from ..trimming import REMOVING_ACTIONS, action_counts
 from .decision import Action, Decision
 from .privacy import shown_action, shown_role, shown_source
@@ -138,7 +138,7 @@ class DecisionRecord:
             values["estimate_forwarded"] = round(forwarded / decision.calibration.factor)
             values["learnable"] = request is not None and not decision.unseen and learnable(request.body)
             values["proves_window"] = (decision.inputs is None or len(decision.inputs.tokens) <= 1) and \
-                request is not None and not mocked(request.body)
+                request is not None and not mocked(request.body) and not server_loop(request.body)
         if resolved.client_max_input_tokens is not None:
             values.update(client_max_input_tokens=resolved.client_max_input_tokens,
                           client_cap_applied=resolved.client_cap_applied)

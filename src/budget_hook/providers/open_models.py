@@ -103,7 +103,9 @@ def image_formula(name: str, family: str, model: str) -> str:
     grid, Llama 4's tiles, Gemma's 256 soft tokens; a vision model of a family not known here (a
     self-hosted ``hosted_vllm/...``, ``openai/...`` on a server of its own) the most any of these encoders takes.
     A vision architecture is known by its own name before the language family it is built on (``VISION_NAMES``).
-    Other models: OpenAI's tiles; ``""``: the family profile's own (Gemma on Google's servers)."""
+    A closed vendor's model of a family not known here (a Bedrock ARN, Nova, Grok): ``closed_bound`` (OpenAI's tiles or
+    Claude's formula, the larger; no ``detail``). Other models: OpenAI's tiles; ``""``: the family profile's own (Gemma
+    on Google's servers)."""
     spelled = name.replace("_", "-").replace(" ", "-")
     if family == "gemma" and model.startswith(("gemini/", *VERTEX_PREFIXES)):
         return ""  # Google's servers: billed as the Gemini API and Vertex AI bill images
@@ -131,7 +133,7 @@ def image_formula(name: str, family: str, model: str) -> str:
         return "gemma"
     if family == "unknown":
         closed = model.startswith(CLOSED_PROVIDERS) or any(segment in model for segment in CLOSED_ROUTED)
-        return "openai_tiles" if closed else "open_bound"
+        return "closed_bound" if closed else "open_bound"
     return "openai_tiles"
 
 

@@ -25,7 +25,9 @@ sends nothing but the counting request.
 
 ``decide_with_provider_count(plugin, request, decision, deployments)``: a decision whose estimate lies within
 its measured error of the budget, decided again on the deployments' own count (the plugin duck-typed:
-``provider_counter``, ``offloader``, ``settings``).
+``provider_counter``, ``offloader``, ``settings``). The estimate decides instead when the endpoint would not see
+all the request holds (``CountTarget.unsent``: fields it is not sent, media on a self-hosted server) or counts under
+a quarter of the estimate (``IMPLAUSIBLY_LOW``). The counting body is built and hashed in the pool when large.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import json
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -49,6 +51,8 @@ from ..providers import count_endpoint
 _TOKENIZE_FIELDS = ("messages", "tools")
 #: how long a server whose ``/tokenize`` answered 404/405 is not asked again
 NO_ENDPOINT_SECONDS = 600.0
+#: a provider's count this many times under the estimate is not taken (``decide_with_provider_count``)
+IMPLAUSIBLY_LOW = 4
 
 
 @dataclass(frozen=True)
@@ -65,9 +69,13 @@ class CountTarget:
         endpoint = count_endpoint(self.provider)
         return endpoint.fields if endpoint is not None else ()
 
-    def unsent(self, request: Mapping[str, Any]) -> list[str]:
-        """The fields whose text reaches the prompt (``rendered.PROMPT_FIELDS``) that this endpoint is not sent: its
-        count would leave them out, and scaling the estimate by it would undo their count."""
+    def unsent(self, request: Mapping[str, Any], references: Iterable[str] = ()) -> list[str]:
+        """What reaches the prompt but not this endpoint's count: its count would leave it out, and scaling the
+        estimate by it would undo its count. The fields whose text reaches the prompt (``rendered.PROMPT_FIELDS``)
+        that the endpoint is not sent; content the gateway estimated without seeing it (``references``: their paths)
+        in a field the endpoint is not sent (a stored prompt, a vector store); and on a self-hosted server, any media
+        part (vLLM's ``/tokenize`` ran no image processor before 0.17: six 4K images counted 50 tokens, and the
+        estimate scaled by 0.001 let 63,350 tokens into a 32k window; a review of 2026-12-07)."""
         sent = self.fields()
         unsent = [name for name in PROMPT_FIELDS if name not in sent
                   and any(source.get(name) for _, source in with_extra_body(request))]
@@ -76,6 +84,9 @@ class CountTarget:
             # LiteLLM forwards that id (it merges ``extra_body`` last), the endpoint is sent the top-level one: the
             # chain counted there is not the one the request continues (a review: the larger one was taken off)
             unsent.append("extra_body.previous_response_id")
+        unsent += [path for path in references if path.partition(".")[0].partition("[")[0] not in sent]
+        if self.provider == "tokenize" and (media := _first_media(request.get("messages"))) is not None:
+            unsent.append(media)
         return unsent
 
     def body(self, request: Mapping[str, Any]) -> dict[str, Any]:
@@ -86,6 +97,26 @@ class CountTarget:
         if endpoint is not None and endpoint.wrap:
             return {endpoint.wrap: {"model": f"models/{self.model}", **inner}}
         return {"model": self.model, **inner}
+
+
+def _first_media(messages: Any) -> str | None:
+    """The path of a chat request's first part that is not text (an image, audio, a video, a file), or None."""
+    for index, message in enumerate(messages if isinstance(messages, list) else ()):
+        content = message.get("content") if isinstance(message, Mapping) else None
+        for part_index, part in enumerate(content if isinstance(content, list) else ()):
+            if isinstance(part, Mapping) and part.get("type") not in ("text", None):
+                return f"messages[{index}].content[{part_index}]"
+    return None
+
+
+def prepare(target: CountTarget, request: Mapping[str, Any]) -> tuple[bytes, str] | str:
+    """The counting request's bytes and its cache key, or why there are none (a body that is not JSON)."""
+    body = target.body(request)
+    try:
+        encoded = json.dumps(body, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+    except (TypeError, ValueError) as exc:
+        return f"error: body not JSON ({type(exc).__name__})"
+    return encoded, hashlib.sha256(target.url.encode() + b"\0" + encoded).hexdigest()
 
 
 def _secret(value: Any) -> str | None:
@@ -168,13 +199,13 @@ class ProviderCounter:
             self._client = self._client_factory() if self._client_factory else httpx.AsyncClient(trust_env=False)
         return self._client
 
-    async def count(self, target: CountTarget, request: Mapping[str, Any], timeout: float) -> tuple[int | None, str]:
-        body = target.body(request)
-        try:
-            encoded = json.dumps(body, sort_keys=True, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
-        except (TypeError, ValueError) as exc:
-            return None, f"error: body not JSON ({type(exc).__name__})"
-        digest = hashlib.sha256(target.url.encode() + b"\0" + encoded).hexdigest()
+    async def count(self, target: CountTarget, request: Mapping[str, Any], timeout: float,
+                    prepared: tuple[bytes, str] | str | None = None) -> tuple[int | None, str]:
+        """The endpoint's count of ``request`` (``prepared``: its ``prepare``, when made in the pool)."""
+        prepared = prepare(target, request) if prepared is None else prepared
+        if isinstance(prepared, str):
+            return None, prepared
+        encoded, digest = prepared
         cached = self._cache.get(digest)
         if cached is not None:
             self._cache.move_to_end(digest)
@@ -224,12 +255,17 @@ async def decide_with_provider_count(plugin: Any, request: BudgetRequest, decisi
     if target is None:
         note = f"no token counting endpoint for {request.shape.name} requests to this group's deployments"
         return replace(decision, count={**(decision.count or {}), "provider": {"note": note}})
-    unsent = target.unsent(request.body)
+    def check() -> tuple[list[str], tuple[bytes, str] | str | None]:  # a walk and a serialization: in the pool if large
+        listed = getattr(request.shape, "references", None)
+        references = [path for path, _, _ in listed(request.body)] if listed is not None else []
+        unsent = target.unsent(request.body, references)
+        return unsent, None if unsent else prepare(target, request.body)
+    unsent, prepared = await plugin.offloader.run(check, request.body)
     if unsent:  # a self-hosted template's documents: /tokenize would not render them
-        note = f"the token counting endpoint is not sent {', '.join(unsent)}: the estimate decides"
+        note = f"the token counting endpoint is not sent {', '.join(unsent[:3])}: the estimate decides"
         return replace(decision, count={**(decision.count or {}), "provider": {"note": note}})
     timeout = decision.resolved.policy.provider_count_timeout_ms / 1000
-    tokens, note = await plugin.provider_counter.count(target, request.body, timeout)
+    tokens, note = await plugin.provider_counter.count(target, request.body, timeout, prepared)
     if tokens is not None and request.held and "previous_response_id" in target.fields() \
             and request.body.get("previous_response_id"):
         tokens = max(1, tokens - request.held)  # the provider counts the chain it holds; the decision as ``held``
@@ -238,8 +274,14 @@ async def decide_with_provider_count(plugin: Any, request: BudgetRequest, decisi
     else:
         ours = await plugin.offloader.run(lambda: estimate(request), request.body,
                                           weight=decision_weight(request.limits))
-        calibration = replace(calibration, provider_tokens=tokens, provider_estimate=max(1, ours),
-                              provider_note=note)
+        if tokens * IMPLAUSIBLY_LOW < ours:
+            # under a quarter of the estimate: text is never counted that far apart, so the endpoint missed content
+            # (media, a template): scaling every count by it would let the request through. The estimate decides
+            calibration = replace(calibration, provider_note=f"the endpoint counted {tokens}, under a quarter of the "
+                                                              f"estimate ({ours}): the estimate decides")
+        else:
+            calibration = replace(calibration, provider_tokens=tokens, provider_estimate=max(1, ours),
+                                  provider_note=note)
     again = replace(request, calibration=calibration, limits=_server_limits(request.limits,
                                                                           plugin.provider_counter.server_window(target)))
     decided: Decision = await plugin.offloader.run(lambda: decide(again, plugin.settings), request.body,
