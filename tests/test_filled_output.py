@@ -134,6 +134,12 @@ def test_an_attempt_asks_for_more_output_only_with_a_client_s_larger_allowance()
     ("anthropic/my-compatible-server-model", True),
     ("bedrock/converse/openai.gpt-oss-120b-1:0", False),  # LiteLLM's Converse skips gpt-oss and Nova 2
     ("bedrock/converse/us.amazon.nova-2-lite-v1:0", False),
+    # a review of the fix: the provider as LiteLLM finds it, and Nova 2 only as LiteLLM spells it
+    ({"model": "arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1", "custom_llm_provider": "bedrock"},
+     True),
+    ("qwen.qwen3-32b-v1:0", True),  # no prefix: the model map's provider (bedrock_converse)
+    ({"model": "databricks-meta-llama-3-3-70b-instruct", "custom_llm_provider": "databricks"}, True),
+    ("bedrock/global.amazon.nova-2-lite-v1:0", True),  # LiteLLM strips us., eu., apac. only: filled
     ("openai/gpt-4o", False),
     ("hosted_vllm/Qwen/Qwen3-32B", False),
 ])
@@ -141,8 +147,8 @@ def test_a_thinking_request_s_filled_allowance_is_reserved_whatever_the_model(mo
     """An attack review of 2026-12-07: LiteLLM sends a thinking budget plus 4,096 for any model of Anthropic's API,
     Bedrock Converse and Databricks when the request sets no allowance, while the reserve was taken for names read as
     Claude only: 34,096 sent through a Bedrock inference profile's ARN where 4,096 was reserved."""
-    limits = limits_of("g", [{"model_name": "g", "litellm_params": {"model": model},
-                              "model_info": {"max_input_tokens": 100_000}}])
+    params = model if isinstance(model, dict) else {"model": model}
+    limits = limits_of("g", [{"model_name": "g", "litellm_params": params, "model_info": {"max_input_tokens": 100_000}}])
     assert limits.fills_thinking_output is fills and limits.filled_output_tokens is None
     thinking = decided("chat", {"model": "c", "messages": MESSAGES,
                                 "thinking": {"type": "enabled", "budget_tokens": 30_000}}, limits)

@@ -173,8 +173,11 @@ def test_a_cached_answer_teaches_nothing():
     ("anthropic", {"model": "g", "max_tokens": 100, "messages": [{"role": "user", "content": "hi"}],
                    "mcp_servers": [{"type": "url", "url": "https://mcp.example.com", "name": "x"}]}, False),
     ("gemini", {"contents": [{"role": "user", "parts": [{"text": "hi"}]}], "tools": [{"googleSearch": {}}]}, False),
+    # a stored prompt may bring the tools configured with it (a review of the fix)
+    ("responses", {"model": "g", "input": "go", "prompt": {"id": "pmpt_1", "version": "2"}}, False),
     # one call over history the provider holds: its bill is one prompt it served
     ("responses", {"model": "g", "input": "and then?", "previous_response_id": "resp_1"}, True),
+    ("completions", {"model": "g", "prompt": "a text prompt, not a stored one"}, True),
 ])
 def test_only_one_prompt_a_provider_served_proves_a_window(shape, body, proves):
     from budget_hook.budget import ModelLimits

@@ -198,3 +198,36 @@ def test_a_count_far_under_the_estimate_is_not_taken():
     # the check of what the endpoint is sent and the counting body's JSON and hash went through the offloader (an
     # attack review: 34 MB of small parts held the event loop 0.84 s there)
     assert [type(p[1]) for p in pooled if isinstance(p, tuple) and len(p) == 2 and isinstance(p[0], list)] == [tuple] * 2
+
+
+def test_a_vendor_s_count_of_what_the_estimate_priced_at_its_worst_is_taken():
+    """A review of the quarter rule: a vendor's endpoint reads what the estimate prices flat or at its worst (a file by
+    id at 10,000 tokens, an image by URL), so its count far under the estimate is the truth: taken, not refused."""
+    from types import SimpleNamespace
+
+    from budget_hook.budget import ModelLimits
+    from budget_hook.pipeline import BudgetRequest, decide
+    from budget_hook.proxy.provider_count import decide_with_provider_count
+    from budget_hook.shapes import SHAPES
+
+    files = [{"type": "document", "source": {"type": "file", "file_id": f"file_{i:03d}"}} for i in range(10)]
+    body = {"model": "g", "max_tokens": 1_000, "messages": [
+        {"role": "user", "content": [*files, {"type": "text", "text": "Summarise these ten one-page memos."}]}]}
+    settings = load_settings({"provider_count": "near_budget"})
+    request = BudgetRequest(SHAPES.get("anthropic"), body, "g", ModelLimits(100_000, "test", "anthropic/claude-sonnet-4-5"))
+    first = decide(request, settings)
+    assert first.action == "blocked" and first.wants_provider_count  # 10 x 10,000 estimated
+
+    class Counter:
+        async def count(self, target, body, timeout, prepared=None):
+            return 20_500, "answered"  # Anthropic's count_tokens, which reads the files
+
+        def server_window(self, target):
+            return None
+
+    async def run(fn, body, weight=None):
+        return fn()
+    plugin = SimpleNamespace(provider_counter=Counter(), offloader=SimpleNamespace(run=run), settings=settings)
+    deployments = [{"litellm_params": {"model": "anthropic/claude-sonnet-4-5", "api_key": "sk-ant-x"}}]
+    again = asyncio.run(decide_with_provider_count(plugin, request, first, deployments))
+    assert again.calibration.provider_tokens == 20_500 and again.action == "pass"

@@ -281,7 +281,7 @@ def limits_of(group: str, deployments: Sequence[Mapping[str, Any]],
         info = (infos[position] if infos is not None and position < len(infos) else None) or {}
         window = info.get("max_input_tokens") or None
         quirks = _fills_max_tokens(backend, base_model)
-        thinks = quirks is not None or fills_thinking_output(backend)
+        thinks = quirks is not None or fills_thinking_output(backend, params if isinstance(params, Mapping) else None)
         thinking_filled = thinking_filled or thinks
         # what the deployment sends when the request sets none (the router's defaults under its own parameters, merged
         # into the call): an allowance of its own, whatever the provider; a thinking budget, the budget and 4,096
@@ -367,13 +367,31 @@ def _fills_max_tokens(backend: str, base_model: str | None) -> WindowQuirks | No
 #: asks for thinking and sets none, whatever the model (``update_optional_params_with_thinking_tokens``: Anthropic's,
 #: Bedrock Converse's but for gpt-oss and Nova 2, Databricks'): an attack review of 2026-12-07 sent 34,096 on top of
 #: 27,821 input tokens into a 40,000-token window through a Bedrock inference profile's ARN, 4,096 reserved
-THINKING_FILLERS = ("anthropic/", "bedrock/", "databricks/")
+THINKING_FILLERS = frozenset({"anthropic", "bedrock", "bedrock_converse", "databricks"})
 
 
-def fills_thinking_output(backend: str) -> bool:
-    """Whether LiteLLM fills in an allowance for a thinking request to this deployment (``THINKING_FILLERS``)."""
-    name = backend.strip().lower()
-    return name.startswith(THINKING_FILLERS) and "gpt-oss" not in name and "nova-2" not in name
+def fills_thinking_output(backend: str, params: Mapping[str, Any] | None = None) -> bool:
+    """Whether LiteLLM fills in an allowance for a thinking request to this deployment (``THINKING_FILLERS``), its
+    provider found as LiteLLM finds it: ``custom_llm_provider``, the prefix, else the model map's; gpt-oss and Nova 2
+    excepted as LiteLLM's Converse excepts them (a review of the fix: an ARN under ``custom_llm_provider``, a Qwen
+    named without a prefix and Nova 2's ``global.`` profile were filled and not reserved)."""
+    provider = backend.partition("/")[0] if "/" in backend else ""
+    provider = str((params or {}).get("custom_llm_provider") or provider)
+    if not provider:
+        entry = model_map_entry(backend, exact=True)
+        provider = str(entry.get("litellm_provider") or "") if entry else ""
+    if provider.strip().lower() not in THINKING_FILLERS:
+        return False
+    model = backend.strip().lower()
+    for prefix in ("bedrock/converse/", "bedrock/", "converse/"):  # AmazonConverseConfig._is_nova_2_model
+        if model.startswith(prefix):
+            model = model[len(prefix):]
+            break
+    for region in ("us.", "eu.", "apac."):
+        if model.startswith(region):
+            model = model[len(region):]
+            break
+    return "gpt-oss" not in model and not model.startswith("amazon.nova-2-")
 
 
 def _filled_output(model: str, quirks: WindowQuirks) -> int:

@@ -103,8 +103,12 @@ def learnable(body: Mapping[str, Any]) -> bool:
 def server_loop(body: Mapping[str, Any]) -> bool:
     """Whether the provider may answer ``body`` with several model calls of its own (server tools, MCP, searches),
     billed as their sum: such a bill proves no window (``DecisionRecord.proves_window``). History, caches and stored
-    prompts the provider holds are one call: their bill does."""
-    return not isinstance(body, Mapping) or _server_work(body, _LOOP_FIELDS)
+    prompts the provider holds are one call: their bill does. A stored Responses prompt (``prompt: {id}``) may bring
+    tools configured with it (a search, MCP): its bill proves none either."""
+    if not isinstance(body, Mapping):
+        return True
+    stored = (body.get("prompt"), *(s.get("prompt") for s in (body.get("extra_body"),) if isinstance(s, Mapping)))
+    return any(isinstance(p, Mapping) and p.get("id") for p in stored) or _server_work(body, _LOOP_FIELDS)
 
 
 def _server_work(body: Mapping[str, Any], fields: tuple[str, ...]) -> bool:
