@@ -160,3 +160,19 @@ def test_a_thinking_request_s_filled_allowance_is_reserved_whatever_the_model(mo
         assert thinking.report.budget.output_reserve == effort.report.budget.output_reserve
     assert plain.report.budget.output_reserve == decided("chat", {"model": "c", "messages": MESSAGES},
                                                          ModelLimits(100_000, "test", "openai/gpt-4o")).report.budget.output_reserve
+
+
+def test_an_allowance_set_in_extra_body_alone_does_not_stop_litellm_s_own():
+    """A review of the fix: LiteLLM fills the thinking allowance when the call's own parameters set none, and an
+    ``extra_body.max_tokens`` is not one of them (Bedrock Converse keeps it in ``additionalModelRequestFields`` and still
+    sends 34,096): the larger is reserved. A deployment that fills nothing keeps the request's."""
+    arn = limits_of("g", [{"model_name": "g", "model_info": {"max_input_tokens": 100_000}, "litellm_params": {
+        "model": "bedrock/converse/arn:aws:bedrock:us-east-1:123456789012:application-inference-profile/a1"}}])
+    thinking = {"type": "enabled", "budget_tokens": 30_000}
+    body = {"model": "c", "messages": MESSAGES, "thinking": thinking, "extra_body": {"max_tokens": 10}}
+    assert decided("chat", body, arn).report.budget.output_reserve == 34_096
+    assert decided("chat", {**body, "max_tokens": 10}, arn).report.budget.output_reserve == 10  # LiteLLM sends 10
+    gpt = ModelLimits(100_000, "test", "openai/gpt-4o")
+    assert decided("chat", body, gpt).report.budget.output_reserve == 10
+    assert decided("chat", {"model": "c", "messages": MESSAGES, "extra_body": {"max_tokens": 9_000}}, CLAUDE
+                   ).report.budget.output_reserve == 9_000  # above Claude's own 8,192: the larger

@@ -353,10 +353,14 @@ def output_asked(request: Mapping[str, Any], shape: ConversationShape, limits: M
     if reserve is not None and limits.filled_output_tokens is not None and adapted is not None \
             and requested_output_tokens(request, adapted(request)) is None:
         reserve = None  # set where LiteLLM's adapter does not read it: Claude gets its own filled in
-    if reserve is None and limits.filled_output_tokens is not None:
-        return max(limits.filled_output_tokens, thinking_output_tokens(request) or 0), "litellm_default"
-    if reserve is None and limits.fills_thinking_output and (thinking := thinking_output_tokens(request)):
-        return thinking, "litellm_default"  # a model LiteLLM fills only for thinking (a Bedrock ARN, Qwen on Bedrock)
+    thinking = thinking_output_tokens(request) or 0
+    fill = max(limits.filled_output_tokens, thinking) if limits.filled_output_tokens is not None else \
+        thinking if limits.fills_thinking_output else 0  # a model LiteLLM fills only for thinking (a Bedrock ARN)
+    if reserve is None:
+        return (fill, "litellm_default") if fill else (None, "request")
+    if fill > reserve and isinstance(request.get("extra_body"), Mapping) and requested_output_tokens(
+            {k: v for k, v in request.items() if k != "extra_body"}, shape.output_token_fields) is None:
+        return fill, "litellm_default"  # set in extra_body alone, which LiteLLM's filling does not see (a review)
     return reserve, "request"
 
 
