@@ -54,15 +54,21 @@ def joins_prompts(backend: str, params: Mapping[str, Any]) -> bool:
     ``open_ai_chat_completion_models``: chat, and the Responses-only models it bridges to ``/v1/responses`` with
     the prompts as input items) is one call; any other ``openai/`` name goes to the text-completion endpoint (an
     OpenAI-compatible server's own model, a fine-tune). A name with no provider is the model map's provider's."""
+    provider, listed = routed_provider(backend, params)
+    if provider == "openai":
+        name = backend.partition("/")[2] if "/" in backend else backend
+        return listed == "openai" and not name.startswith("ft:")
+    return provider not in BATCHED_PROMPT_PROVIDERS
+
+
+def routed_provider(backend: str, params: Mapping[str, Any]) -> tuple[str, str]:
+    """The provider LiteLLM sends a deployment to (``custom_llm_provider``, else the name's prefix, else the model
+    map's), and the one the model map lists for the name (``""``: none)."""
     provider, _, name = backend.partition("/") if "/" in backend else ("", "", backend)
     provider = str(params.get("custom_llm_provider") or provider)
     entry = model_map_entry(name if provider else backend, exact=True)
     listed = str(entry.get("litellm_provider") or "") if entry else ""
-    if not provider:
-        provider = listed
-    if provider == "openai":
-        return listed == "openai" and not name.startswith("ft:")
-    return provider not in BATCHED_PROMPT_PROVIDERS
+    return provider or listed, listed
 
 
 def too_long(group: str) -> ModelLimits | None:
@@ -375,12 +381,7 @@ def fills_thinking_output(backend: str, params: Mapping[str, Any] | None = None)
     provider found as LiteLLM finds it: ``custom_llm_provider``, the prefix, else the model map's; gpt-oss and Nova 2
     excepted as LiteLLM's Converse excepts them (a review of the fix: an ARN under ``custom_llm_provider``, a Qwen
     named without a prefix and Nova 2's ``global.`` profile were filled and not reserved)."""
-    provider = backend.partition("/")[0] if "/" in backend else ""
-    provider = str((params or {}).get("custom_llm_provider") or provider)
-    if not provider:
-        entry = model_map_entry(backend, exact=True)
-        provider = str(entry.get("litellm_provider") or "") if entry else ""
-    if provider.strip().lower() not in THINKING_FILLERS:
+    if routed_provider(backend, params or {})[0].strip().lower() not in THINKING_FILLERS:
         return False
     model = backend.strip().lower()
     for prefix in ("bedrock/converse/", "bedrock/", "converse/"):  # AmazonConverseConfig._is_nova_2_model

@@ -107,7 +107,7 @@ def server_loop(body: Mapping[str, Any]) -> bool:
     tools configured with it (a search, MCP): its bill proves none either."""
     if not isinstance(body, Mapping):
         return True
-    stored = (body.get("prompt"), *(s.get("prompt") for s in (body.get("extra_body"),) if isinstance(s, Mapping)))
+    stored = (source.get("prompt") for _, source in with_extra_body(body))
     return any(isinstance(p, Mapping) and p.get("id") for p in stored) or _server_work(body, _LOOP_FIELDS)
 
 
